@@ -1,0 +1,19 @@
+"""graphc: a static computation-graph compiler for NumPy-style array programs.
+
+Write NumPy code against ``graphc.ndarray``; nothing runs while you build.
+``graphc.compile`` checks the graph and plans its memory once; the result runs
+many times with no allocation.
+
+>>> import numpy as np, graphc, graphc.ndarray as N
+>>> x = N.var("x", (4,))
+>>> g = graphc.compile(inputs=[x], outputs=N.exp(x) + 1.0)
+>>> g.run(x=np.zeros(4, np.float32))
+array([2., 2., 2., 2.], dtype=float32)
+"""
+from .compiler import Executable, compile, load
+from .type.errors import (DTypeError, GraphcError, GraphError, IndexOutOfRange, InputError,
+                          ShapeError)
+
+__version__ = "0.1.0"
+__all__ = ["compile", "load", "Executable", "GraphcError", "ShapeError", "DTypeError",
+           "InputError", "GraphError", "IndexOutOfRange", "__version__"]

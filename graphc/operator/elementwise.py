@@ -1,0 +1,117 @@
+"""Elementwise functions: unary maths, broadcasting binaries, ``where``, ``clip``.
+
+Most are generated from the tables below, so adding one is one line here plus
+one entry in the type layer.
+
+>>> import graphc.eager as E, numpy as np
+>>> E.maximum(np.array([-1.0, 2.0]), 0.0)
+array([0., 2.])
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..type.errors import DTypeError
+
+#: public name -> op kind, for functions of one array
+UNARY = {
+    "negative": "negative", "neg": "negative", "abs": "absolute", "absolute": "absolute",
+    "sign": "sign", "exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1",
+    "sqrt": "sqrt", "square": "square", "reciprocal": "reciprocal", "sin": "sin",
+    "cos": "cos", "tan": "tan", "tanh": "tanh", "floor": "floor", "ceil": "ceil",
+    "rint": "round", "erf": "erf", "sigmoid": "sigmoid", "relu": "relu",
+    "logical_not": "logical_not",
+}
+
+#: public name -> op kind, for broadcasting functions of two arrays
+BINARY = {
+    "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
+    "true_divide": "divide", "floor_divide": "floor_divide", "power": "power",
+    "remainder": "remainder", "mod": "remainder", "maximum": "maximum",
+    "minimum": "minimum", "arctan2": "arctan2", "hypot": "hypot", "equal": "equal",
+    "not_equal": "not_equal", "less": "less", "less_equal": "less_equal",
+    "greater": "greater", "greater_equal": "greater_equal", "logical_and": "logical_and",
+    "logical_or": "logical_or", "logical_xor": "logical_xor",
+}
+
+
+def _unary(name: str, kind: str):
+    def function(self, x):
+        return self._op(kind, [self._lift(x)])
+
+    function.__name__ = name
+    function.__doc__ = (f"Elementwise ``{name}`` of ``x``, with NumPy's semantics and dtypes.\n\n"
+                        f"Example: ``N.{name}(x)``")
+    return function
+
+
+def _binary(name: str, kind: str):
+    def function(self, a, b):
+        return self._op(kind, self._lift_all(a, b))
+
+    function.__name__ = name
+    function.__doc__ = (f"Elementwise ``{name}`` of ``a`` and ``b`` with NumPy broadcasting "
+                        f"and type promotion.\n\nExample: ``N.{name}(x, y)``")
+    return function
+
+
+class ElementwiseMixin:
+    def where(self, condition, a, b):
+        """Elements of ``a`` where ``condition`` holds, else of ``b`` (broadcast).
+
+        Example: ``N.where(x > 0, x, 0.01 * x)``
+        """
+        condition = self._lift(condition)
+        if condition.dtype != np.bool_:
+            condition = self.astype(condition, np.bool_)
+        a, b = self._lift_all(a, b)
+        return self._op("where", [condition, a, b])
+
+    def clip(self, x, a_min, a_max):
+        """``x`` limited to ``[a_min, a_max]``; bounds may be scalars, arrays or ``None``.
+
+        Example: ``N.clip(x, 0.0, 6.0)``
+        """
+        x = self._lift(x)
+        scalars = all(v is None or np.ndim(v) == 0 and not self._is_value(v)
+                      for v in (a_min, a_max))
+        if scalars:
+            if a_min is None and a_max is None:
+                return self.copy(x)
+            return self._op("clip", [x], lo=_scalar(a_min), hi=_scalar(a_max))
+        if a_min is not None:
+            x = self.maximum(x, a_min)
+        return x if a_max is None else self.minimum(x, a_max)
+
+    def round(self, x, decimals: int = 0):
+        """Round half to even (``decimals=0`` only, as ``numpy.round``)."""
+        if decimals != 0:
+            raise ValueError("round: only decimals=0 is supported")
+        return self._op("round", [self._lift(x)])
+
+    def isfinite(self, x):
+        """True where ``x`` is neither infinite nor NaN: ``abs(x) < inf``."""
+        x = self._lift(x)
+        if x.dtype.kind not in "fc":
+            return self.full(x.shape, True, np.bool_)
+        return self.less(self.absolute(x), np.inf)
+
+    def _logical_or_bitwise(self, kind, a, b):
+        a, b = self._lift_all(a, b)
+        if a.dtype != np.bool_ or b.dtype != np.bool_:
+            raise DTypeError(f"{kind}: only boolean operands are supported "
+                             f"(got {a.dtype} and {b.dtype}); bitwise integer ops are not")
+        return self._op(kind, [a, b])
+
+
+def _scalar(v):
+    if v is None:
+        return None
+    v = v.item() if hasattr(v, "item") else v
+    return v
+
+
+for _name, _kind in UNARY.items():
+    setattr(ElementwiseMixin, _name, _unary(_name, _kind))
+for _name, _kind in BINARY.items():
+    setattr(ElementwiseMixin, _name, _binary(_name, _kind))

@@ -1,0 +1,210 @@
+"""The lazy array type and the namespace that builds graph nodes.
+
+``Tensor`` is a :class:`~graphc.symbol.Node` that behaves like a NumPy array
+while the graph is built: operators, methods, indexing and NumPy ufuncs
+(``np.exp(t)``) all add nodes. Nothing is computed until the graph runs.
+
+>>> import graphc.ndarray as N
+>>> x = N.var("x", (2, 3))
+>>> y = (x * 2.0 + 1.0).sum(axis=1)
+>>> y.shape, y.dtype, y.op.kind
+((2,), dtype('float32'), 'sum')
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+
+import numpy as np
+
+from ..shape.axes import as_shape
+from ..shape.dtypes import as_dtype
+from ..symbol.node import Node
+from ..type.errors import DTypeError, GraphcError
+from ..type.op import Op
+from .creation import CreationMixin, RandomFunctions
+from .elementwise import BINARY, UNARY, ElementwiseMixin
+from .linalg import LinalgMixin
+from .namespace import DEFAULT_DTYPE, Backend
+from .reductions import ReductionMixin
+from .shaping import ShapingMixin
+
+_unique = itertools.count()
+#: constants up to this many bytes are identified by content (so equal ones can merge)
+_DIGEST_LIMIT = 1 << 16
+
+
+def _const_op(array: np.ndarray) -> Op:
+    if array.nbytes <= _DIGEST_LIMIT:
+        digest = hashlib.blake2b(array.tobytes(), digest_size=12).hexdigest()
+    else:  # hashing large weights costs more than merging them could save
+        digest = f"unique-{next(_unique)}"
+    return Op.make("const", shape=array.shape, dtype=array.dtype, digest=digest)
+
+
+class Namespace(ElementwiseMixin, ReductionMixin, LinalgMixin, ShapingMixin, CreationMixin,
+                Backend):
+    """Every NumPy-named function of graphc, for one backend."""
+
+    def __init__(self):
+        self.random = RandomFunctions(self)
+
+
+class LazyNamespace(Namespace):
+    """Functions that build :class:`Tensor` nodes (the ``graphc.ndarray`` module)."""
+
+    def _apply(self, op, parents):
+        return Tensor.apply(op, parents)
+
+    def _constant(self, array, name=None):
+        array = np.array(array, copy=True)
+        array.flags.writeable = False
+        as_dtype("const", array.dtype)
+        return Tensor.leaf(_const_op(array), value=array, name=name)
+
+    def _is_value(self, x):
+        return isinstance(x, Node)
+
+    def _known(self, x):
+        return x.value if isinstance(x, Node) else None
+
+    def variable(self, name: str, shape=(), dtype=None):
+        """A named input of the graph with a static shape (float32 by default).
+
+        Example: ``N.var("x", (64, 784))``
+        """
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"var: the name must be a non-empty string, got {name!r}")
+        dtype = DEFAULT_DTYPE if dtype is None else as_dtype("var", dtype)
+        op = Op.make("var", name=name, shape=as_shape("var", shape), dtype=dtype)
+        return Tensor.leaf(op, name=name)
+
+
+NS = LazyNamespace()
+
+# NumPy ufunc name -> graphc function, for np.exp(tensor) and ndarray + tensor
+_UFUNCS = {**{n: n for n in BINARY}, **{n: n for n in UNARY}, "matmul": "matmul",
+           "rint": "rint", "logical_not": "logical_not", "isfinite": "isfinite"}
+
+
+class Tensor(Node):
+    """A lazy array: a graph node with NumPy's operators, methods and indexing."""
+
+    __slots__ = ()
+    __array_priority__ = 1000
+
+    # -- NumPy interoperability ------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        name = _UFUNCS.get(ufunc.__name__)
+        if method != "__call__" or name is None or kwargs:
+            raise TypeError(f"numpy.{ufunc.__name__} ({method}) cannot take a lazy graphc "
+                            "value; use the graphc.ndarray function of the same name")
+        return getattr(NS, name)(*inputs)
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(f"{self.label()} is a lazy graphc value with no data yet: compile the "
+                        "graph with graphc.compile(...) and run it to get NumPy arrays")
+
+    def __bool__(self):
+        raise TypeError(f"the truth value of lazy graphc value {self.label()} is unknown while "
+                        "the graph is built; use N.where for data-dependent choices")
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d lazy array")
+        return self.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    __hash__ = Node.__hash__  # identity, although == is elementwise as in NumPy
+
+    # -- operators ---------------------------------------------------------------
+    def __add__(self, o): return NS.add(self, o)
+    def __radd__(self, o): return NS.add(o, self)
+    def __sub__(self, o): return NS.subtract(self, o)
+    def __rsub__(self, o): return NS.subtract(o, self)
+    def __mul__(self, o): return NS.multiply(self, o)
+    def __rmul__(self, o): return NS.multiply(o, self)
+    def __truediv__(self, o): return NS.divide(self, o)
+    def __rtruediv__(self, o): return NS.divide(o, self)
+    def __floordiv__(self, o): return NS.floor_divide(self, o)
+    def __rfloordiv__(self, o): return NS.floor_divide(o, self)
+    def __mod__(self, o): return NS.remainder(self, o)
+    def __rmod__(self, o): return NS.remainder(o, self)
+    def __pow__(self, o): return NS.power(self, o)
+    def __rpow__(self, o): return NS.power(o, self)
+    def __matmul__(self, o): return NS.matmul(self, o)
+    def __rmatmul__(self, o): return NS.matmul(o, self)
+    def __neg__(self): return NS.negative(self)
+    def __pos__(self): return self
+    def __abs__(self): return NS.absolute(self)
+    def __lt__(self, o): return NS.less(self, o)
+    def __le__(self, o): return NS.less_equal(self, o)
+    def __gt__(self, o): return NS.greater(self, o)
+    def __ge__(self, o): return NS.greater_equal(self, o)
+    def __eq__(self, o): return NS.equal(self, o)
+    def __ne__(self, o): return NS.not_equal(self, o)
+    def __and__(self, o): return NS._logical_or_bitwise("logical_and", self, o)
+    def __rand__(self, o): return NS._logical_or_bitwise("logical_and", o, self)
+    def __or__(self, o): return NS._logical_or_bitwise("logical_or", self, o)
+    def __ror__(self, o): return NS._logical_or_bitwise("logical_or", o, self)
+    def __xor__(self, o): return NS._logical_or_bitwise("logical_xor", self, o)
+    def __rxor__(self, o): return NS._logical_or_bitwise("logical_xor", o, self)
+
+    def __invert__(self):
+        if self.dtype != np.bool_:
+            raise DTypeError(f"invert: only boolean arrays are supported, got {self.dtype}")
+        return NS.logical_not(self)
+
+    def __getitem__(self, key): return NS.getitem(self, key)
+
+    def __setitem__(self, key, value):
+        raise TypeError("graphc arrays are immutable: build the new value with N.where, "
+                        "N.concatenate or N.pad instead of assigning into it")
+
+    # -- methods, as on ndarray --------------------------------------------------
+    @property
+    def T(self): return NS.transpose(self)
+
+    def reshape(self, *shape):
+        return NS.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+    def transpose(self, *axes):
+        return NS.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+
+    def astype(self, dtype): return NS.astype(self, dtype)
+    def copy(self): return NS.copy(self)
+    def ravel(self): return NS.ravel(self)
+    def flatten(self): return NS.ravel(self)
+    def squeeze(self, axis=None): return NS.squeeze(self, axis)
+    def swapaxes(self, a, b): return NS.swapaxes(self, a, b)
+    def clip(self, a_min=None, a_max=None): return NS.clip(self, a_min, a_max)
+    def dot(self, o): return NS.dot(self, o)
+    def take(self, indices, axis=None): return NS.take(self, indices, axis)
+    def repeat(self, repeats, axis=None): return NS.repeat(self, repeats, axis)
+    def sum(self, axis=None, keepdims=False): return NS.sum(self, axis, keepdims)
+    def prod(self, axis=None, keepdims=False): return NS.prod(self, axis, keepdims)
+    def mean(self, axis=None, keepdims=False): return NS.mean(self, axis, keepdims)
+    def max(self, axis=None, keepdims=False): return NS.max(self, axis, keepdims)
+    def min(self, axis=None, keepdims=False): return NS.min(self, axis, keepdims)
+    def any(self, axis=None, keepdims=False): return NS.any(self, axis, keepdims)
+    def all(self, axis=None, keepdims=False): return NS.all(self, axis, keepdims)
+    def argmax(self, axis=None, keepdims=False): return NS.argmax(self, axis, keepdims)
+    def argmin(self, axis=None, keepdims=False): return NS.argmin(self, axis, keepdims)
+
+    def var(self, axis=None, ddof=0, keepdims=False):
+        return NS.variance(self, axis, ddof, keepdims)
+
+    def std(self, axis=None, ddof=0, keepdims=False):
+        return NS.std(self, axis, ddof, keepdims)
+
+
+def public_functions(namespace) -> dict:
+    """The public functions of a namespace instance, by name (for module export)."""
+    names = [n for n in dir(namespace) if not n.startswith("_")]
+    return {n: getattr(namespace, n) for n in names}
+
+
+__all__ = ["Tensor", "LazyNamespace", "Namespace", "NS", "public_functions", "GraphcError"]

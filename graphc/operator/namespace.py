@@ -1,0 +1,89 @@
+"""The NumPy-named array functions, written once against a tiny backend
+interface so the same code builds graph nodes (:mod:`graphc.ndarray`) or
+computes at once (:mod:`graphc.eager`).
+
+A backend provides four hooks:
+
+- ``_apply(op, parents)``: the value of ``op`` on ``parents`` (a node, or an array);
+- ``_constant(array)``: an array as a value of this backend;
+- ``_is_value(x)``: whether ``x`` already is such a value;
+- ``_known(x)``: the concrete array behind ``x`` when known while building
+  (constants, eager arrays), else ``None``; used for early bounds checks.
+
+Everything else (NumPy's signatures, argument normalisation, composite
+functions such as ``var`` or ``logsumexp``) lives in the mixins and is shared.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..shape.axes import as_shape
+from ..shape.dtypes import as_dtype
+from ..type.errors import DTypeError
+from ..type.op import Op
+
+#: Default dtype of variables and of creation functions without a dtype.
+DEFAULT_DTYPE = np.dtype("float32")
+
+
+def is_python_scalar(x) -> bool:
+    """Python numbers are NumPy 2 "weak" scalars: they take the other operand's dtype."""
+    return isinstance(x, (bool, int, float, complex, numbers.Number)) and not isinstance(
+        x, np.generic)
+
+
+class Backend:
+    """Hooks every namespace implements (see the module docstring)."""
+
+    def _apply(self, op: Op, parents):
+        raise NotImplementedError
+
+    def _constant(self, array: np.ndarray, name=None):
+        raise NotImplementedError
+
+    def variable(self, name: str, shape, dtype=None):
+        raise NotImplementedError
+
+    def _is_value(self, x) -> bool:
+        raise NotImplementedError
+
+    def _known(self, x):
+        raise NotImplementedError
+
+    # -- coercion shared by every function -----------------------------------
+    def _lift(self, x, like=None):
+        """``x`` as a value of this backend. A Python scalar takes ``like``'s dtype
+        by NumPy's promotion (``float32 array + 0.5`` stays float32)."""
+        if self._is_value(x):
+            return x
+        if is_python_scalar(x):
+            dtype = np.result_type(like.dtype, x) if like is not None else np.asarray(x).dtype
+            return self._constant(np.asarray(x, dtype=dtype))
+        array = np.asarray(x)
+        as_dtype("array argument", array.dtype)
+        return self._constant(array)
+
+    def _lift_all(self, *args):
+        """Lift several operands; scalars follow the first operand that is an array."""
+        like = next((a for a in args if not is_python_scalar(a)), None)
+        if like is not None and not self._is_value(like):
+            like = self._lift(like)
+        return [self._lift(a, like) for a in args]
+
+    def _op(self, kind: str, parents, **attrs):
+        return self._apply(Op.make(kind, **attrs), list(parents))
+
+    @staticmethod
+    def _shape(opname, shape):
+        return as_shape(opname, shape)
+
+    @staticmethod
+    def _dtype(opname, dtype, default=DEFAULT_DTYPE):
+        return default if dtype is None else as_dtype(opname, dtype)
+
+    @staticmethod
+    def _require_float(opname, x):
+        if x.dtype.kind not in "fc":
+            raise DTypeError(f"{opname}: expected a floating-point array, got {x.dtype}")

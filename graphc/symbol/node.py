@@ -1,0 +1,113 @@
+"""The node of a computation graph: an op applied to parent nodes, with its
+inferred shape and dtype and the user's source line that created it.
+
+>>> from graphc.type import Op
+>>> import numpy as np
+>>> x = Node.leaf(Op.make("var", name="x", shape=(2,), dtype=np.dtype("float32")))
+>>> y = Node.apply(Op.make("exp"), [x])
+>>> y.shape, y.dtype, y.parents[0] is x
+((2,), dtype('float32'), True)
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import weakref
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..shape.rules import infer
+from ..type.errors import GraphcError
+from ..type.op import Op
+
+_ids = itertools.count()
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def user_location() -> str:
+    """``file:line`` of the innermost caller outside the graphc package."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>"
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+class Node:
+    """One value of the graph. Immutable once built; identity is the node itself.
+
+    ``value`` is set only for constants (a read-only array). ``consumers`` are
+    held weakly so that a variable used by many graphs does not keep dead
+    graphs alive; graph-level passes count consumers within their own graph.
+    """
+
+    __slots__ = ("op", "parents", "shape", "dtype", "name", "where", "id", "value",
+                 "_consumers", "__weakref__")
+
+    def __init__(self, op: Op, parents: tuple, shape: tuple, dtype: np.dtype,
+                 name: Optional[str] = None, value: Optional[np.ndarray] = None,
+                 where: Optional[str] = None):
+        self.op = op
+        self.parents = parents
+        self.shape = shape
+        self.dtype = dtype
+        self.name = name
+        self.value = value
+        self.where = where if where is not None else user_location()
+        self.id = next(_ids)
+        self._consumers: list = []
+        for p in parents:
+            p._consumers.append(weakref.ref(self))
+
+    @classmethod
+    def leaf(cls, op: Op, value: Optional[np.ndarray] = None, name: Optional[str] = None):
+        """A parentless node whose shape and dtype are the op's attributes."""
+        return cls(op, (), op["shape"], op["dtype"], name=name or op.get("name"), value=value)
+
+    @classmethod
+    def apply(cls, op: Op, parents: Sequence["Node"], name: Optional[str] = None):
+        """Infer shape and dtype of ``op`` on ``parents`` and build the node.
+
+        A shape or dtype error is re-raised with the user's source line added.
+        """
+        parents = tuple(parents)
+        try:
+            shape, dtype = infer(op, parents)
+        except GraphcError as exc:
+            raise type(exc)(f"{exc} (at {user_location()})") from None
+        return cls(op, parents, shape, dtype, name=name)
+
+    @property
+    def kind(self) -> str:
+        return self.op.kind
+
+    @property
+    def consumers(self) -> list["Node"]:
+        """Nodes built on this one that are still alive (in any graph)."""
+        return [c for c in (r() for r in self._consumers) if c is not None]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def label(self) -> str:
+        """A short human-readable name: the user's name or ``kind#id``."""
+        return self.name or f"{self.op.kind}#{self.id}"
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self.label()} {self.op.kind} "
+                f"shape={self.shape} dtype={self.dtype}>")

@@ -1,0 +1,50 @@
+"""An operation: its kind plus its attributes, immutable and hashable.
+
+Two ``Op`` values are equal exactly when they would compute the same function
+of the same parents, which is what common-subexpression elimination needs.
+
+>>> Op.make("sum", axis=(1,), keepdims=True)
+Op('sum', axis=(1,), keepdims=True)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """The kind of an operation and its attributes as sorted ``(name, value)`` pairs."""
+
+    kind: str
+    attrs: tuple[tuple[str, Any], ...] = ()
+
+    @staticmethod
+    def make(kind: str, **attrs: Any) -> "Op":
+        """Build an op; attribute values must be hashable (tuples, numbers, strings, None).
+
+        >>> Op.make("reshape", shape=(2, 3))["shape"]
+        (2, 3)
+        """
+        return Op(kind, tuple(sorted(attrs.items())))
+
+    def __getitem__(self, name: str) -> Any:
+        for key, value in self.attrs:
+            if key == name:
+                return value
+        raise KeyError(f"op {self.kind!r} has no attribute {name!r}")
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The attribute ``name``, or ``default`` when the op has none."""
+        for key, value in self.attrs:
+            if key == name:
+                return value
+        return default
+
+    def params(self) -> dict[str, Any]:
+        """The attributes as a new dict."""
+        return dict(self.attrs)
+
+    def __repr__(self) -> str:
+        inner = "".join(f", {k}={v!r}" for k, v in self.attrs)
+        return f"Op({self.kind!r}{inner})"
