@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import gc
 import time
 from typing import Mapping, Optional, Sequence, Union
 
@@ -16,128 +17,202 @@ import numpy as np
 
 from .engine.checker import check_plan
 from .engine.cpu import CpuProgram
+from .engine.incremental import IncrementalSchedule
 from .engine.liveness import analyse
 from .engine.planners import make_plan
 from .graph import Graph, to_dot
 from .graph import save as save_graph
 from .graph.stats import structure_stats
+from .optimiser.passes import optimise as run_passes
+from .optimiser.passes import select_passes
 from .symbol.node import Node
 from .type.errors import InputError
 
 
 def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = (),
             updates: Optional[Mapping[Node, Node]] = None, *, plan: str = "blocks",
-            seed=None, copy_outputs: bool = True, check: bool = False) -> "Executable":
+            optimise=True, fast_math: bool = False, pinned: Sequence = (), seed=None,
+            copy_outputs: bool = True, check: bool = False) -> "Executable":
     """Compile ``outputs`` (one node or a list) as functions of the variables
     ``inputs``; ``updates`` maps variables to the values they take after each
     run (a training step's weights).
 
     ``plan`` picks the memory planner: ``"blocks"`` (Owl's pool of blocks) or
-    ``"offsets"`` (one arena, greedy by size). ``seed`` seeds the random ops.
-    With ``copy_outputs=False`` ``run`` returns read-only views into the
-    graph's memory, valid until the next run. ``check=True`` verifies the memory
-    plan with the independent checker (slower; the tests always do).
+    ``"offsets"`` (one arena, greedy by size). ``optimise`` is ``True`` (the
+    default pipeline), ``False`` (none) or a list of pass names (see
+    ``graphc.optimiser.PIPELINE``); ``fast_math=True`` adds rewrites that may
+    change results for inf and NaN (``x * 0 -> 0``). ``pinned`` names inputs
+    (or passes their variables) that rarely change: values computed only from
+    them keep their memory, so runs that leave them out skip recomputing them.
+    ``seed`` seeds the random ops. With ``copy_outputs=False`` ``run`` returns
+    read-only views into the graph's memory, valid until the next run (an
+    output that is a variable with an update is still a copy: the update
+    overwrites the variable). ``check=True`` verifies every optimiser pass and
+    the memory plan with the independent checkers (slower; the tests do).
 
     Example::
 
         g = graphc.compile(inputs=[x, w], outputs=[h, y])
         h1, y1 = g.run(x=X, w=W)
     """
-    started = time.perf_counter()
-    single = isinstance(outputs, Node)
-    graph = Graph(inputs, [outputs] if single else list(outputs), updates)
-    live = analyse(graph)
-    memory = make_plan(live, plan)
-    if check:
-        check_plan(live, memory)
-    program = CpuProgram(graph, live, memory, seed)
-    return Executable(graph, live, memory, program, single=single, copy_outputs=copy_outputs,
-                      build_seconds=time.perf_counter() - started)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # building makes many small objects; full collections cost more than planning
+    try:
+        started = time.perf_counter()
+        single = isinstance(outputs, Node)
+        source = Graph(inputs, [outputs] if single else list(outputs), updates)
+        graph, report = source, []
+        passes = select_passes(optimise, fast_math)
+        if passes:
+            from .eager import evaluate
+
+            roots = source.outputs + [value for _, value in source.updates]
+            result = run_passes(roots, passes, evaluate=evaluate, check=check)
+            report = result.report
+            k = len(source.outputs)
+            graph = Graph(source.inputs, result.roots[:k],
+                          {var: value for (var, _), value in zip(source.updates,
+                                                                 result.roots[k:])})
+        keep = [p if isinstance(p, str) else p.name for p in pinned]
+        live = analyse(graph, keep)
+        memory = make_plan(live, plan)
+        if check:
+            check_plan(live, memory)
+        program = CpuProgram(graph, live, memory, seed)
+        return Executable(graph, live, memory, program, single=single, copy_outputs=copy_outputs,
+                          build_seconds=time.perf_counter() - started, source=source,
+                          report=report)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
-def _describe(value) -> str:
-    return f"shape {np.shape(value)} dtype {getattr(value, 'dtype', type(value).__name__)}"
+#: dtype kinds a Python scalar may be given for without changing its value
+_SCALAR_KINDS = ((bool, "biufc"), (int, "iufc"), (float, "fc"), (complex, "c"))
+
+
+def _python_scalar(what: str, name: str, value, dtype: np.dtype) -> np.ndarray:
+    """A Python number for a 0-d input, converted only if its value survives."""
+    kinds = next(k for t, k in _SCALAR_KINDS if isinstance(value, t))
+    if dtype.kind not in kinds:
+        raise InputError(f"{what}: input {name!r} expects dtype {dtype} but got the Python "
+                         f"{type(value).__name__} {value!r}")
+    try:
+        return np.asarray(value, dtype=dtype)
+    except OverflowError:
+        raise InputError(f"{what}: input {name!r} expects dtype {dtype} but got "
+                         f"{value!r}, which is out of its range") from None
 
 
 class Executable:
     """A compiled graph: ``run`` it, ``assign`` its variables, read ``stats``."""
 
-    def __init__(self, graph, live, plan, program, *, single, copy_outputs, build_seconds):
+    def __init__(self, graph, live, plan, program, *, single, copy_outputs, build_seconds,
+                 source=None, report=()):
         self.graph, self.liveness, self.plan, self.program = graph, live, plan, program
+        self.source = source if source is not None else graph   # the graph before optimising
+        self.report = list(report)
         self._single, self._copy = single, copy_outputs
         self._build_seconds = build_seconds
         self._vars = {v.name: v for v in graph.inputs}
-        self._state = {v.name for v, _ in graph.updates}
-        self._assigned: set[str] = set()
+        self._has_value: set[str] = set()
+        self._changed: set[str] = set()      # inputs with new values since the last run
+        self._schedule = IncrementalSchedule(graph, live, plan, program.kernels)
+        self._steps_last_run = 0
         self._outputs = [program.values[id(o)] for o in graph.outputs]
+        # a variable with an update is overwritten at the end of the run, so even
+        # without copy_outputs it is returned as a copy of its value during the run
+        updated = {id(v) for v, _ in graph.updates}
+        self._overwritten = [id(o) in updated for o in graph.outputs]
+        self._updated_names = [v.name for v, _ in graph.updates]
         self._updates = [(program.variables[v.name], program.values[id(u)], u.op.kind == "var")
                          for v, u in graph.updates]
 
     # -- inputs ------------------------------------------------------------------
-    def _checked(self, feeds: Mapping) -> dict[str, np.ndarray]:
+    def _checked(self, feeds: Mapping, what: str = "run") -> dict[str, np.ndarray]:
         checked = {}
         for name, value in feeds.items():
             var = self._vars.get(name)
             if var is None:
-                raise InputError(f"run: unknown input {name!r}; the graph's inputs are "
+                raise InputError(f"{what}: unknown input {name!r}; the graph's inputs are "
                                  f"{sorted(self._vars)}")
             if isinstance(value, Node):
-                raise InputError(f"run: input {name!r} got a lazy graph value; pass a NumPy "
+                raise InputError(f"{what}: input {name!r} got a lazy graph value; pass a NumPy "
                                  "array")
-            if isinstance(value, (bool, int, float)) and var.shape == ():
-                value = np.asarray(value, dtype=var.dtype)
-            array = np.asarray(value)
+            if isinstance(value, (bool, int, float, complex)) and var.shape == ():
+                value = _python_scalar(what, name, value, var.dtype)
+            try:
+                array = np.asarray(value)
+            except (ValueError, TypeError) as exc:
+                raise InputError(f"{what}: input {name!r} expects shape {var.shape} dtype "
+                                 f"{var.dtype} but got a value that is not an array: "
+                                 f"{exc}") from None
             if array.shape != var.shape:
-                raise InputError(f"run: input {name!r} expects shape {var.shape} but got shape "
-                                 f"{array.shape}")
+                raise InputError(f"{what}: input {name!r} expects shape {var.shape} but got "
+                                 f"shape {array.shape}")
             if array.dtype != var.dtype:
-                raise InputError(f"run: input {name!r} expects dtype {var.dtype} but got "
+                raise InputError(f"{what}: input {name!r} expects dtype {var.dtype} but got "
                                  f"{array.dtype}; convert it with .astype(np.{var.dtype})")
             checked[name] = array
         return checked
 
     def assign(self, **values) -> None:
-        """Set variables (typically those with updates) to copies of ``values``.
+        """Set variables to copies of ``values``; they keep them until the next
+        assign, feed or update. Example: ``step.assign(w=W0)``"""
+        self._store(self._checked(values, "assign"))
 
-        Example: ``step.assign(w=W0)``
-        """
-        for name, array in self._checked(values).items():
-            np.copyto(self.program.variables[name], array)
-            self._assigned.add(name)
+    def _store(self, checked) -> None:
+        variables = self.program.variables
+        for name, array in checked.items():
+            np.copyto(variables[name], array)
+        self._has_value.update(checked)
+        self._changed.update(checked)
 
     def value(self, name: str) -> np.ndarray:
         """A copy of the current value of variable ``name``. Example: ``step.value("w")``"""
         if name not in self._vars:
             raise InputError(f"value: unknown variable {name!r}; the graph's inputs are "
                              f"{sorted(self._vars)}")
+        if name not in self._has_value:
+            raise InputError(f"value: variable {name!r} has no value yet; give it to run or "
+                             "assign first")
         return self.program.variables[name].copy()
 
     # -- running -----------------------------------------------------------------
     def run(self, feeds: Optional[Mapping] = None, /, **kwargs):
-        """Evaluate the graph. Inputs by name (``run(x=X)`` or ``run({"x": X})``); every
-        input must be given except variables that have an update and already
-        hold a value (from ``assign`` or an earlier run). Returns one array per
-        output (a list, or the array itself if one node was compiled); then
-        applies the updates.
+        """Evaluate the graph. Inputs by name (``run(x=X)`` or ``run({"x": X})``). An
+        input left out keeps its value from the last feed, ``assign`` or update;
+        only what depends on changed inputs (or on random draws) is recomputed,
+        plus values whose memory was reused since. Every input needs a value
+        before the first run. Returns one array per output (a list, or the array
+        itself if one node was compiled); then applies the updates.
 
         Example: ``h1, y1 = g.run(x=X, w=W)``
         """
         given = dict(feeds or {}, **kwargs)
         checked = self._checked(given)
-        missing = [n for n in self._vars if n not in checked
-                   and not (n in self._state and n in self._assigned)]
+        missing = [n for n in self._vars if n not in checked and n not in self._has_value]
         if missing:
             raise InputError(f"run: missing value for input(s) {missing}; pass them by name "
-                             f"(state variables with updates can be set once with assign)")
-        variables = self.program.variables
-        for name, array in checked.items():
-            np.copyto(variables[name], array)
-            self._assigned.add(name)
-        self.program.execute()
+                             f"or set them once with assign; later runs may leave out inputs that "
+                             f"keep their values")
+        self._store(checked)
+        schedule = self._schedule
+        kernels, valid_after = schedule.plan_run(schedule.changed_mask(self._changed))
+        try:
+            for kernel in kernels:
+                kernel()
+        except BaseException:
+            schedule.invalidate()
+            raise
+        schedule.commit(valid_after)
+        self._changed = set(self._updated_names)
+        self._steps_last_run = len(kernels)
         if self._copy:
             results = [o.copy() for o in self._outputs]
         else:
-            results = [o.view() for o in self._outputs]
+            results = [o.copy() if stale else o.view()
+                       for o, stale in zip(self._outputs, self._overwritten)]
             for r in results:
                 r.flags.writeable = False
         # updates are simultaneous: values read from other variables are staged first
@@ -158,10 +233,16 @@ class Executable:
     def stats(self) -> dict:
         """Structure and memory figures: nodes, edges, blocks, planned_bytes,
         lower_bound_bytes (in-place aware), lower_bound_no_inplace_bytes,
-        naive_bytes, plan_ratio, steps, build_seconds and more."""
+        naive_bytes, plan_ratio, steps, steps_last_run, pinned_bytes,
+        build_seconds; with the optimiser on, nodes_unoptimised,
+        edges_unoptimised and the changes made by each pass."""
         live, plan = self.liveness, self.plan
         lower = live.lower_bound_bytes()
         stats = structure_stats(self.graph)
+        source = structure_stats(self.source)
+        changes: dict[str, int] = {}
+        for r in self.report:
+            changes[r.name] = changes.get(r.name, 0) + r.changes
         stats.update({
             "plan": plan.strategy,
             "blocks": len(plan.buffers),
@@ -171,32 +252,75 @@ class Executable:
             "naive_bytes": live.naive_bytes(),
             "plan_ratio": plan.planned_bytes / lower if lower else 1.0,
             "inplace_values": len(plan.aliases),
+            "pinned_bytes": live.kept_bytes(),
             "steps": len(self.program.steps),
+            "steps_last_run": self._steps_last_run,
             "elided_steps": self.program.elided,
             "build_seconds": self._build_seconds,
+            "nodes_unoptimised": source["nodes"],
+            "edges_unoptimised": source["edges"],
+            "optimiser_changes": changes,
         })
         return stats
+
+    def pass_report(self, plan: Optional[str] = None) -> list[dict]:
+        """Per optimiser pass, in order: nodes, edges and planned bytes after it
+        (each intermediate graph is planned here, on demand). The first row is
+        the graph as written. Example: ``g.pass_report()``"""
+        strategy = plan or self.plan.strategy
+        rows = [dict(passes="(as written)", changes=0, **_graph_size(self.source, strategy))]
+        k = len(self.source.outputs)
+        for name, changes, roots in _snapshots(self.report):
+            graph = Graph(self.source.inputs, roots[:k],
+                          {var: value for (var, _), value in zip(self.source.updates, roots[k:])})
+            rows.append(dict(passes=name, changes=changes, **_graph_size(graph, strategy)))
+        return rows
 
     def memory_groups(self) -> dict[int, object]:
         """``id(node) -> key`` where nodes with the same key share memory: the block
         (``blocks`` plan) or the offset in the arena (``offsets`` plan)."""
-        index = 0 if self.plan.strategy == "blocks" else 1
-        return {key: place[index] for key, place in self.plan.place.items()}
+        return _groups(self.plan)
 
-    def to_dot(self) -> str:
-        """Graphviz DOT text; nodes that share a buffer share a colour."""
-        return to_dot(self.graph, self.memory_groups(),
-                      title=f"graphc: {self.plan.strategy} plan, "
-                            f"{self.plan.planned_bytes} bytes planned")
+    def to_dot(self, optimised: bool = True) -> str:
+        """Graphviz DOT text; nodes that share a buffer share a colour. With
+        ``optimised=False``, the graph as written (planned alone for colouring).
+
+        Example: ``open("g.dot", "w").write(g.to_dot(optimised=False))``
+        """
+        graph, plan = (self.graph, self.plan) if optimised else (
+            self.source, make_plan(analyse(self.source), self.plan.strategy))
+        what = "optimised" if optimised else "as written"
+        return to_dot(graph, _groups(plan),
+                      title=f"graphc ({what}): {len(graph.order)} nodes, {plan.strategy} plan, "
+                            f"{plan.planned_bytes} bytes planned")
 
     def save(self, path) -> None:
-        """Save the graph (not its plan or variable values) to ``path`` (``.npz``)."""
-        save_graph(self.graph, path)
+        """Save the graph as written (not its plan, optimisations or variable values)
+        to ``path`` (``.npz``); ``graphc.load`` compiles it again."""
+        save_graph(self.source, path, single_output=self._single)
 
     def __repr__(self) -> str:
         s = self.stats()
         return (f"<graphc.Executable {s['nodes']} nodes, {s['steps']} steps, "
                 f"{s['planned_bytes']} bytes planned ({s['plan']})>")
+
+
+def _groups(plan) -> dict[int, object]:
+    index = 0 if plan.strategy == "blocks" else 1
+    return {key: place[index] for key, place in plan.place.items()}
+
+
+def _graph_size(graph, strategy) -> dict:
+    s = structure_stats(graph)
+    live = analyse(graph)
+    return {"nodes": s["nodes"], "edges": s["edges"],
+            "planned_bytes": make_plan(live, strategy).planned_bytes,
+            "lower_bound_bytes": live.lower_bound_bytes()}
+
+
+def _snapshots(report):
+    """(pass name, changes, roots) after each pass application that changed something."""
+    return [(r.name, r.changes, r.roots) for r in report if r.changes]
 
 
 def load(path, **options) -> Executable:
@@ -206,4 +330,5 @@ def load(path, **options) -> Executable:
     from .operator.lazy import Tensor
 
     graph = load_graph(path, node_class=Tensor)
-    return compile(graph.inputs, graph.outputs, dict(graph.updates), **options)
+    outputs = graph.outputs[0] if graph.single_output else graph.outputs
+    return compile(graph.inputs, outputs, dict(graph.updates), **options)

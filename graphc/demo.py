@@ -54,8 +54,11 @@ def main():
             step.run(x=X, labels=Y)
             times.append(time.perf_counter() - t)
         s = step.stats()
-        print(f"plan={plan}: {s['nodes']} nodes, {s['edges']} edges, {s['steps']} kernel steps, "
-              f"built in {s['build_seconds'] * 1e3:.1f} ms")
+        print(f"plan={plan}: {s['nodes_unoptimised']} nodes as written -> {s['nodes']} after "
+              f"the optimiser ({s['edges_unoptimised']} -> {s['edges']} edges), "
+              f"{s['steps']} kernel steps, built in {s['build_seconds'] * 1e3:.1f} ms")
+        changes = ", ".join(f"{k} {v}" for k, v in s["optimiser_changes"].items() if v)
+        print(f"  rewrites: {changes}")
         print(f"  memory: planned {s['planned_bytes']:,} B in {s['blocks']} buffer(s); "
               f"lower bound {s['lower_bound_bytes']:,} B (ratio {s['plan_ratio']:.3f}); "
               f"without reuse {s['naive_bytes']:,} B; {s['inplace_values']} values in place")

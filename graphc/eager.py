@@ -49,6 +49,19 @@ class EagerNamespace(_Namespace):
 
 
 _NS = EagerNamespace()
+
+
+def evaluate(op, arrays):
+    """The value of ``op`` on NumPy ``arrays``, computed by the CPU kernels
+    (the optimiser folds constants with it, so folding changes no bits).
+
+    Example: ``E.evaluate(Op.make("exp"), [np.zeros(3)])``
+    """
+    shape, dtype = _infer(op, arrays)
+    out = _np.empty(shape, dtype)
+    _build_kernel(op, list(arrays), out, _NS.context)()
+    return out
+
 globals().update(_public(_NS))
 random = _NS.random
-__all__ = sorted(_public(_NS))
+__all__ = sorted(list(_public(_NS)) + ["evaluate"])

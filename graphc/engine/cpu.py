@@ -54,7 +54,8 @@ class CpuProgram:
     def __init__(self, graph, live, plan, seed=None):
         self.ctx = RunContext(seed)
         self.buffers = [aligned_bytes(size) for size in plan.buffers]
-        self.variables = {v.name: np.zeros(v.shape, v.dtype) for v in graph.inputs}
+        # np.empty: run() refuses to start before every variable has been set
+        self.variables = {v.name: np.empty(v.shape, v.dtype) for v in graph.inputs}
         values = {id(v): self.variables[v.name] for v in graph.inputs}
         for n in graph.order:
             if n.op.kind == "const":
@@ -64,15 +65,18 @@ class CpuProgram:
             raw = self.buffers[buf][off:off + n.nbytes]
             values[id(n)] = raw.view(n.dtype).reshape(n.shape)
         self.values = values
-        self.steps, self.elided = [], 0
+        # kernels[i] computes live.steps[i]; None where the step is elided
+        self.kernels = []
         for n in live.steps:
             ins = [values[id(p)] for p in n.parents]
             out = values[id(n)]
             if (n.op.kind in _ELIDABLE and ins[0].dtype == out.dtype
                     and _address(ins[0]) == _address(out)):
-                self.elided += 1  # its parent already holds these bytes
+                self.kernels.append(None)  # its parent already holds these bytes
                 continue
-            self.steps.append(build_kernel(n.op, ins, out, self.ctx))
+            self.kernels.append(build_kernel(n.op, ins, out, self.ctx))
+        self.steps = [k for k in self.kernels if k is not None]
+        self.elided = len(self.kernels) - len(self.steps)
 
     def execute(self) -> None:
         """Run every step in the planned order."""

@@ -41,7 +41,8 @@ def _ufunc(op, ins, out, ctx):
 
 
 def _relu(op, ins, out, ctx):
-    return partial(np.maximum, ins[0], 0, out=out)
+    # a zero of x's own dtype: a Python 0 would promote bool to int64
+    return partial(np.maximum, ins[0], ins[0].dtype.type(0), out=out)
 
 
 def _round(op, ins, out, ctx):
@@ -82,7 +83,12 @@ def _binary_positional(op, ins, out, ctx):  # matmul, dot: out is the third argu
 
 
 def _einsum(op, ins, out, ctx):
-    return partial(np.einsum, op["subscripts"], *ins, out=out, optimize=True)
+    # The optimised path contracts operands in their own dtypes before promoting:
+    # a bool operand is summed as logical-or (",f->" of 1.0 and [True, True] gives 1,
+    # not 2) and a float32 one in float32 for a float64 result. Mixed dtypes take
+    # NumPy's default path, which casts to the result dtype first.
+    optimize = all(x.dtype == out.dtype for x in ins)
+    return partial(np.einsum, op["subscripts"], *ins, out=out, optimize=optimize)
 
 
 def _view_copy(view_of):
@@ -197,13 +203,67 @@ KERNELS.update({
     "reshape": _view_copy(lambda op, x, out: x.reshape(out.shape)),
     "transpose": _view_copy(lambda op, x, out: x.transpose(op["axes"])),
     "broadcast_to": _view_copy(lambda op, x, out: x),
-    "slice": _view_copy(lambda op, x, out: x[decode_basic(op["key"])]),
+    # the trailing Ellipsis keeps a 0-d result a view (x[0] of a 1-D x is a scalar copy)
+    "slice": _view_copy(lambda op, x, out: x[decode_basic(op["key"]) + (Ellipsis,)]),
     "flip": _view_copy(lambda op, x, out: np.flip(x, op["axis"])),
     "concatenate": _concatenate, "gather": _gather, "take": _take, "pad": _pad,
     "tile": _tile, "repeat": _repeat, "one_hot": _one_hot, "fill": _fill,
     "random_uniform": _random_uniform, "random_normal": _random_normal,
     "random_bernoulli": _random_bernoulli, "delay": _delay,
 })
+
+
+def _matmul(op, ins, out, ctx):
+    a, b = ins
+    # a transposed operand is a strided view: BLAS reads it without a copy
+    if op.get("trans_a"):
+        a = a.swapaxes(-1, -2)
+    if op.get("trans_b"):
+        b = b.swapaxes(-1, -2)
+    return partial(np.matmul, a, b, out)
+
+
+def _fma(op, ins, out, ctx):
+    a, b, c = ins
+
+    def fma():
+        np.multiply(a, b, out)
+        np.add(out, c, out)
+    return fma
+
+
+def _fused_adagrad(op, ins, out, ctx):
+    (v,), lr, eps = ins, op["lr"], op["eps"]
+
+    def fused_adagrad():
+        np.add(v, eps, out)
+        np.sqrt(out, out)
+        np.divide(lr, out, out)
+    return fused_adagrad
+
+
+def _fused(op, ins, out, ctx):
+    """Each instruction writes into ``out``; ``("acc",)`` reads the running value."""
+    steps = []
+    for inner, args in op["program"]:
+        arrays = [out if a[0] == "acc" else ins[a[1]] for a in args]
+        steps.append(KERNELS[inner.kind](inner, arrays, out, ctx))
+    if len(steps) == 2:
+        first, second = steps
+
+        def fused2():
+            first()
+            second()
+        return fused2
+
+    def fused():
+        for step in steps:
+            step()
+    return fused
+
+
+KERNELS.update({"matmul": _matmul, "fma": _fma, "fused_adagrad": _fused_adagrad,
+                "fused": _fused})
 
 
 def build_kernel(op, ins, out, ctx):

@@ -29,6 +29,11 @@ class Liveness:
     last_use: dict[int, int]         # id(node) -> last step that needs it (end if pinned)
     pinned: set[int]                 # ids of outputs and update values
     inplace: dict[int, list] = field(default_factory=dict)  # id(n) -> parents n may overwrite
+    kept: set = field(default_factory=set)  # ids pinned because their inputs rarely change
+
+    def kept_bytes(self) -> int:
+        """Bytes held between runs for values of rarely-changing inputs."""
+        return sum(n.nbytes for n in self.steps if id(n) in self.kept)
 
     @property
     def end(self) -> int:
@@ -62,14 +67,42 @@ def _may_alias(node, parent) -> bool:
         return False
     if node.op.kind == "reshape":
         return parent.nbytes == node.nbytes
-    return parent.shape == node.shape
+    # NumPy (2.x) leaves its fast loop when a one-element output exactly overlaps
+    # its input (it treats size 1 as stride 0), costing ~0.45 us a call: measured
+    # in benchmarks/overhead.py. One element saves no memory worth that.
+    return parent.shape == node.shape and node.size > 1
 
 
-def analyse(graph) -> Liveness:
-    """The liveness of ``graph.order`` (see the module docstring)."""
+def kept_values(graph, keep) -> set[int]:
+    """Ids of computed values that depend on no input outside ``keep`` (names) and
+    on nothing drawn at random: values worth keeping between runs."""
+    from ..type.kinds import KINDS
+
+    keep = set(keep)
+    unknown = keep - {v.name for v in graph.inputs}
+    if unknown:
+        raise ValueError(f"compile: pinned inputs {sorted(unknown)} are not inputs of the graph")
+    steady: dict[int, bool] = {}
+    for n in graph.order:
+        kind = n.op.kind
+        if kind == "var":
+            steady[id(n)] = n.name in keep
+        elif kind == "const":
+            steady[id(n)] = True
+        else:
+            steady[id(n)] = not KINDS[kind].stateful and all(steady[id(p)] for p in n.parents)
+    return {id(n) for n in graph.order if n.op.kind not in UNPLANNED and steady[id(n)]}
+
+
+def analyse(graph, keep=()) -> Liveness:
+    """The liveness of ``graph.order`` (see the module docstring). Values that
+    depend only on the inputs named in ``keep`` (and constants) are pinned too,
+    so they survive between runs that do not change those inputs."""
     steps = [n for n in graph.order if n.op.kind not in UNPLANNED]
     step_of = {id(n): i for i, n in enumerate(steps)}
     pinned = {id(n) for n in graph.outputs} | {id(v) for _, v in graph.updates}
+    kept = kept_values(graph, keep) if keep else set()
+    pinned |= kept
     last_use = {id(n): -1 for n in steps}
     for i, n in enumerate(steps):
         for p in n.parents:
@@ -80,11 +113,12 @@ def analyse(graph) -> Liveness:
         if key in last_use:
             last_use[key] = end
     live = Liveness(steps, step_of, last_use, pinned)
+    live.kept = kept
     for i, n in enumerate(steps):
         allowed = []
         for pos, p in enumerate(n.parents):
             if (id(p) in step_of and last_use[id(p)] == i and _may_alias(n, p)
-                    and all(may_overwrite(n.op.kind, k) for k, q in enumerate(n.parents) if q is p)
+                    and all(may_overwrite(n.op, k) for k, q in enumerate(n.parents) if q is p)
                     and not any(q is p for q in allowed)):
                 allowed.append(p)
         if allowed:

@@ -9,7 +9,8 @@ Two strategies report the same :class:`Plan`:
   a new one. Each value is the first bytes of its block.
 - ``"offsets"`` (TFLite's greedy by size): one arena; in-place chains are
   merged first, then values are placed largest first into the best-fitting
-  gap among those whose lifetimes overlap theirs.
+  gap among those whose lifetimes overlap theirs; the same is tried longest-
+  lived first, and the smaller arena is kept.
 
 >>> import graphc.ndarray as N
 >>> from graphc.graph import Graph
@@ -88,12 +89,12 @@ def plan_blocks(live: Liveness) -> Plan:
     return plan
 
 
-def plan_offsets(live: Liveness) -> Plan:
-    """Greedy by size in one arena, with in-place chains merged beforehand."""
-    # 1. merge each node into the chain of a parent it may overwrite, when that
-    #    parent is the chain's current tail: the chain then needs one place.
+def _merge_inplace_chains(live: Liveness):
+    """Merge each node into the chain of a parent it may overwrite, when that
+    parent is the chain's current tail: the chain then needs one place.
+    Returns ``(chains, chain_of, aliases)``; a chain is [start, end, size, members]."""
     chain_of: dict[int, int] = {}
-    chains: list[list] = []          # [start, end, size, members]
+    chains: list[list] = []
     aliases: dict[int, int] = {}
     for n in live.steps:
         i = live.step_of[id(n)]
@@ -109,28 +110,57 @@ def plan_offsets(live: Liveness) -> Plan:
         else:
             chain_of[id(n)] = len(chains)
             chains.append([i, live.last_use[id(n)], n.nbytes, [n]])
-    # 2. largest first, each into the tightest gap among lifetime-overlapping ones
-    order = sorted(range(len(chains)), key=lambda c: (-chains[c][2], chains[c][0], c))
-    placed: list[tuple[int, int, int, int]] = []   # (start, end, offset, size)
-    offset_of: dict[int, int] = {}
+    return chains, chain_of, aliases
+
+
+#: steps per bucket of the index of placed chains (keeps placement near-linear)
+_BUCKET = 32
+
+
+def _place(chains, order):
+    """Offsets for ``chains`` placed in ``order``, each into the tightest gap
+    among already placed chains whose lifetimes overlap; returns (offsets, arena)."""
+    buckets: dict[int, list] = {}
+    offsets: dict[int, int] = {}
     arena = 0
     for c in order:
         start, end, size, _ = chains[c]
         size = _aligned(size)
-        busy = sorted((off, sz) for s, e, off, sz in placed if s <= end and start <= e)
+        seen, busy = set(), []
+        for b in range(start // _BUCKET, end // _BUCKET + 1):
+            for other in buckets.get(b, ()):
+                if other not in seen:
+                    seen.add(other)
+                    s, e = chains[other][0], chains[other][1]
+                    if s <= end and start <= e:
+                        busy.append((offsets[other], _aligned(chains[other][2])))
+        busy.sort()
         best, best_gap, cursor = None, None, 0
         for off, sz in busy:
             gap = off - cursor
             if gap >= size and (best_gap is None or gap < best_gap):
                 best, best_gap = cursor, gap
             cursor = max(cursor, off + sz)
-        offset = cursor if best is None else best
-        placed.append((start, end, offset, size))
-        offset_of[c] = offset
-        arena = max(arena, offset + size)
+        offsets[c] = cursor if best is None else best
+        arena = max(arena, offsets[c] + size)
+        for b in range(start // _BUCKET, end // _BUCKET + 1):
+            buckets.setdefault(b, []).append(c)
+    return offsets, arena
+
+
+def plan_offsets(live: Liveness) -> Plan:
+    """One arena: in-place chains merged, then placed largest first (TFLite's
+    greedy by size) and, separately, longest-lived first; the smaller arena
+    wins, as XLA keeps the better of its two heuristics."""
+    chains, chain_of, aliases = _merge_inplace_chains(live)
+    ids = range(len(chains))
+    by_size = sorted(ids, key=lambda c: (-chains[c][2], chains[c][0], c))
+    by_lifetime = sorted(ids, key=lambda c: (chains[c][0] - chains[c][1], -chains[c][2], c))
+    offsets, arena = min((_place(chains, order) for order in (by_size, by_lifetime)),
+                         key=lambda result: result[1])
     plan = Plan("offsets", [arena], aliases=aliases)
     for n in live.steps:
-        plan.place[id(n)] = (0, offset_of[chain_of[id(n)]])
+        plan.place[id(n)] = (0, offsets[chain_of[id(n)]])
     return plan
 
 

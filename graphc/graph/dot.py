@@ -29,7 +29,10 @@ def to_dot(graph, groups: Optional[Mapping[int, object]] = None, title: str = ""
     if title:
         lines.append(f'  label="{_escape(title)}"; labelloc=t;')
     outputs = {id(n) for n in graph.outputs} | {id(v) for _, v in graph.updates}
-    for node in graph.order:
+    # inputs the outputs do not read (an update's target, say) are drawn as well
+    in_order = {id(n) for n in graph.order}
+    nodes = list(graph.order) + [v for v in graph.inputs if id(v) not in in_order]
+    for node in nodes:
         group = groups.get(id(node)) if groups else None
         if node.op.kind in _LEAF_STYLE:
             colour = _LEAF_STYLE[node.op.kind]

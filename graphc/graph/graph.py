@@ -30,10 +30,19 @@ class Graph:
     input, or an update's value does not match its variable's shape and dtype.
     """
 
+    #: whether the graph was compiled from one output node rather than a list (kept
+    #: by save and load, so a loaded graph's ``run`` returns what the original's did)
+    single_output = False
+
     def __init__(self, inputs: Sequence[Node], outputs: Sequence[Node],
                  updates: Optional[Mapping[Node, Node]] = None):
-        self.inputs = list(inputs)
+        # one variable may stand for a list of one (as one output does); iterating
+        # over it would give its rows
+        self.inputs = [inputs] if isinstance(inputs, Node) else list(inputs)
         self.outputs = list(outputs)
+        if updates is not None and not isinstance(updates, Mapping):
+            raise GraphError(f"compile: updates must be a mapping {{variable: new value}}, got "
+                             f"{type(updates).__name__}")
         self.updates = list((updates or {}).items())
         self._check_inputs()
         if not self.outputs and not self.updates:

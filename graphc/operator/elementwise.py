@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..shape.dtypes import probe_dtype
 from ..type.errors import DTypeError
+from .namespace import is_python_scalar
 
 #: public name -> op kind, for functions of one array
 UNARY = {
@@ -19,7 +21,7 @@ UNARY = {
     "sign": "sign", "exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1",
     "sqrt": "sqrt", "square": "square", "reciprocal": "reciprocal", "sin": "sin",
     "cos": "cos", "tan": "tan", "tanh": "tanh", "floor": "floor", "ceil": "ceil",
-    "rint": "round", "erf": "erf", "sigmoid": "sigmoid", "relu": "relu",
+    "erf": "erf", "sigmoid": "sigmoid", "relu": "relu",
     "logical_not": "logical_not",
 }
 
@@ -45,8 +47,30 @@ def _unary(name: str, kind: str):
     return function
 
 
+_LOGICAL = frozenset({"logical_and", "logical_or", "logical_xor"})
+_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater",
+                          "greater_equal"})
+_INT64 = np.iinfo(np.int64)
+
+
+def _wide_int(v, other):
+    """A Python int outside the integer range of ``other``'s dtype as an int64 (NumPy 2
+    compares such an int exactly instead of raising OverflowError)."""
+    dtype = getattr(other, "dtype", None)
+    if type(v) is int and dtype is not None and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= v <= info.max and _INT64.min <= v <= _INT64.max:
+            return np.int64(v)
+    return v
+
+
 def _binary(name: str, kind: str):
     def function(self, a, b):
+        if kind in _LOGICAL:  # NumPy 2 takes a Python scalar's truth value (1e-94 is True,
+            # although it would round to 0.0 as a float32)
+            a, b = (bool(v) if is_python_scalar(v) else v for v in (a, b))
+        elif kind in _COMPARISONS:
+            a, b = _wide_int(a, b), _wide_int(b, a)
         return self._op(kind, self._lift_all(a, b))
 
     function.__name__ = name
@@ -73,15 +97,32 @@ class ElementwiseMixin:
         Example: ``N.clip(x, 0.0, 6.0)``
         """
         x = self._lift(x)
-        scalars = all(v is None or np.ndim(v) == 0 and not self._is_value(v)
-                      for v in (a_min, a_max))
+        # only Python numbers are weak scalars; NumPy scalars and 0-d arrays are
+        # strong (they take part in type promotion), so they go the array way
+        scalars = all(v is None or is_python_scalar(v) for v in (a_min, a_max))
         if scalars:
             if a_min is None and a_max is None:
                 return self.copy(x)
-            return self._op("clip", [x], lo=_scalar(a_min), hi=_scalar(a_max))
+            lo, hi = _scalar(a_min), _scalar(a_max)
+            # the result dtype is an attribute too: ops compare attributes by value and
+            # 0 == 0.0, yet clip(int32, 0, None) is int32 and clip(int32, 0.0, None) is
+            # float64; without it the two would be one op to common-subexpression merging
+            return self._op("clip", [x], lo=lo, hi=hi,
+                            dtype=probe_dtype("clip", (x.dtype,), (lo, hi)))
         if a_min is not None:
             x = self.maximum(x, a_min)
         return x if a_max is None else self.minimum(x, a_max)
+
+    def rint(self, x):
+        """Round half to even, as ``numpy.rint``: integers and booleans become floats
+        (float64, float16 for booleans) like NumPy's, then are rounded.
+
+        Example: ``N.rint(x)``
+        """
+        x = self._lift(x)
+        if x.dtype.kind not in "fc":  # np.rint has only float loops
+            x = self.astype(x, np.rint(np.ones(1, x.dtype)).dtype)
+        return self._op("round", [x])
 
     def round(self, x, decimals: int = 0):
         """Round half to even (``decimals=0`` only, as ``numpy.round``)."""

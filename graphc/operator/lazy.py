@@ -12,6 +12,7 @@ while the graph is built: operators, methods, indexing and NumPy ufuncs
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from ..shape.axes import as_shape
 from ..shape.dtypes import as_dtype
-from ..symbol.node import Node
+from ..symbol.node import Node, user_location
 from ..type.errors import DTypeError, GraphcError
 from ..type.op import Op
 from .creation import CreationMixin, RandomFunctions
@@ -48,6 +49,31 @@ class Namespace(ElementwiseMixin, ReductionMixin, LinalgMixin, ShapingMixin, Cre
 
     def __init__(self):
         self.random = RandomFunctions(self)
+
+
+def _with_location(function):
+    """``function`` with the user's source line added to the errors it raises.
+
+    Shape and dtype rules add it when a node is built; this covers the errors the
+    functions raise themselves while normalising arguments (a bad axis, a reshape
+    of the wrong size, arrays that cannot be stacked).
+    """
+    @functools.wraps(function)
+    def located(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except GraphcError as exc:
+            if " (at " in str(exc):
+                raise
+            raise type(exc)(f"{exc} (at {user_location()})") from None
+    return located
+
+
+for _cls in (Namespace, RandomFunctions):
+    for _name in [n for n in dir(_cls) if not n.startswith("_")] + (
+            ["_logical_or_bitwise"] if _cls is Namespace else []):
+        if callable(getattr(_cls, _name)):
+            setattr(_cls, _name, _with_location(getattr(_cls, _name)))
 
 
 class LazyNamespace(Namespace):
@@ -87,6 +113,19 @@ _UFUNCS = {**{n: n for n in BINARY}, **{n: n for n in UNARY}, "matmul": "matmul"
            "rint": "rint", "logical_not": "logical_not", "isfinite": "isfinite"}
 
 
+def _bitwise(kind):
+    return lambda a, b: NS._logical_or_bitwise(kind, a, b)
+
+
+def _invert(x):
+    return ~x if isinstance(x, Tensor) else ~NS._lift(x)
+
+
+#: ufuncs behind ndarray's ``&``, ``|``, ``^``, ``~`` (``bool_array & tensor``)
+_BITWISE_UFUNCS = {"bitwise_and": _bitwise("logical_and"), "bitwise_or": _bitwise("logical_or"),
+                   "bitwise_xor": _bitwise("logical_xor"), "invert": _invert}
+
+
 class Tensor(Node):
     """A lazy array: a graph node with NumPy's operators, methods and indexing."""
 
@@ -96,6 +135,9 @@ class Tensor(Node):
     # -- NumPy interoperability ------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         name = _UFUNCS.get(ufunc.__name__)
+        bitwise = _BITWISE_UFUNCS.get(ufunc.__name__)
+        if method == "__call__" and bitwise is not None and not kwargs:
+            return bitwise(*inputs)
         if method != "__call__" or name is None or kwargs:
             raise TypeError(f"numpy.{ufunc.__name__} ({method}) cannot take a lazy graphc "
                             "value; use the graphc.ndarray function of the same name")
@@ -133,7 +175,10 @@ class Tensor(Node):
     def __rfloordiv__(self, o): return NS.floor_divide(o, self)
     def __mod__(self, o): return NS.remainder(self, o)
     def __rmod__(self, o): return NS.remainder(o, self)
-    def __pow__(self, o): return NS.power(self, o)
+    def __pow__(self, o):
+        # ndarray ** 2 is numpy.square (a fast path of ndarray.__pow__), which differs
+        # from numpy.power in one place: a bool array gives int8, not int64
+        return NS.square(self) if type(o) is int and o == 2 else NS.power(self, o)
     def __rpow__(self, o): return NS.power(o, self)
     def __matmul__(self, o): return NS.matmul(self, o)
     def __rmatmul__(self, o): return NS.matmul(o, self)
@@ -155,7 +200,8 @@ class Tensor(Node):
 
     def __invert__(self):
         if self.dtype != np.bool_:
-            raise DTypeError(f"invert: only boolean arrays are supported, got {self.dtype}")
+            raise DTypeError(f"invert: only boolean arrays are supported, got {self.dtype} "
+                             f"(at {user_location()})")
         return NS.logical_not(self)
 
     def __getitem__(self, key): return NS.getitem(self, key)

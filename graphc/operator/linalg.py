@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import operator
 
+import numpy as np
+
 from ..shape.axes import normalize_axis
 from ..type.errors import ShapeError
 
@@ -36,8 +38,11 @@ class LinalgMixin:
         Example: ``N.tensordot(x, w, axes=([1], [0]))``
         """
         a, b = self._lift_all(a, b)
-        if isinstance(axes, int) or hasattr(axes, "__index__"):
+        if isinstance(axes, int) or hasattr(axes, "__index__") and np.ndim(axes) == 0:
             n = operator.index(axes)
+            if not 0 <= n <= min(a.ndim, b.ndim):
+                raise ShapeError(f"tensordot: cannot sum over the last {n} axes of shape "
+                                 f"{a.shape} and the first {n} of shape {b.shape}")
             axes_a, axes_b = list(range(a.ndim - n, a.ndim)), list(range(n))
         else:
             axes_a, axes_b = ([x] if isinstance(x, int) else list(x) for x in axes)
@@ -69,7 +74,9 @@ class LinalgMixin:
             letters = spec.replace(",", "")
             spec += "->" + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
         inputs, output = spec.split("->")
-        if inputs.count(",") != 1 or not (inputs.replace(",", "") + output).isalpha():
+        # every subscript a letter (none at all for 0-d operands, as in ",->")
+        if inputs.count(",") != 1 or not all(c.isalpha() for c in inputs.replace(",", "")
+                                             + output):
             raise ShapeError(f"einsum: cannot parse subscripts {subscripts!r}")
         if any(c not in inputs for c in output) or len(set(output)) != len(output):
             raise ShapeError(f"einsum: output subscripts of {subscripts!r} must appear once "

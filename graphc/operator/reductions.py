@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..shape.axes import normalize_axes
 
 
@@ -30,9 +32,9 @@ def _reduction(name: str, kind: str):
 def _arg_reduction(name: str):
     def function(self, x, axis=None, keepdims: bool = False):
         x = self._lift(x)
-        axes = normalize_axes(name, axis, x.ndim) if axis is not None else None
-        if axes is not None and len(axes) != 1:
+        if isinstance(axis, (tuple, list)):  # as NumPy: one axis, not a sequence of one
             raise TypeError(f"{name}: axis must be an integer or None, got {axis!r}")
+        axes = normalize_axes(name, axis, x.ndim) if axis is not None else None
         return self._op(name, [x], axis=axes, keepdims=bool(keepdims))
 
     function.__name__ = name
@@ -58,8 +60,9 @@ class ReductionMixin:
         axes = normalize_axes("var", axis, x.ndim)
         deviation = self.subtract(x, self.mean(x, axis=axes, keepdims=True))
         squares = self.sum(self.square(deviation), axis=axes, keepdims=keepdims)
-        count = self._count(x, axes) - ddof
-        return self.divide(squares, float(count) if count > 0 else float("nan"))
+        # NumPy divides by max(n - ddof, 0): x / 0 is inf, 0 / 0 is NaN
+        count = max(self._count(x, axes) - ddof, 0)
+        return self.divide(squares, float(count))
 
     def std(self, x, axis=None, ddof: int = 0, keepdims: bool = False):
         """Standard deviation along ``axis`` (``numpy.std``).
@@ -75,6 +78,8 @@ class ReductionMixin:
         Example: ``N.logsumexp(logits, axis=-1)``
         """
         x = self._lift(x)
+        if x.dtype.kind in "biu":  # as SciPy: integers and booleans in float64
+            x = self.astype(x, np.float64)
         self._require_float("logsumexp", x)
         axes = normalize_axes("logsumexp", axis, x.ndim)
         peak = self.max(x, axis=axes, keepdims=True)

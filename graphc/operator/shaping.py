@@ -23,7 +23,7 @@ from ..type.errors import DTypeError, IndexOutOfRange, ShapeError
 
 
 def _as_index_sequence(opname, value):
-    if isinstance(value, int) or hasattr(value, "__index__"):
+    if isinstance(value, int) or hasattr(value, "__index__") and np.ndim(value) == 0:
         return (operator.index(value),)
     return tuple(operator.index(v) for v in value)
 
@@ -80,7 +80,8 @@ class ShapingMixin:
         x = self._lift(x)
         if axes is None:
             axes = tuple(reversed(range(x.ndim)))
-        axes = tuple(normalize_axis("transpose", a, x.ndim) for a in axes)
+        axes = tuple(normalize_axis("transpose", a, x.ndim)
+                     for a in _as_index_sequence("transpose", axes))
         if axes == tuple(range(x.ndim)):
             return x
         return self._op("transpose", [x], axes=axes)
@@ -105,6 +106,9 @@ class ShapingMixin:
         if len(src) != len(dst):
             raise ShapeError("moveaxis: source and destination must have the same number of "
                              "elements")
+        for what, axes in (("source", src), ("destination", dst)):
+            if len(set(axes)) != len(axes):
+                raise ShapeError(f"moveaxis: repeated axis in {what} {axes}")
         order = [a for a in range(x.ndim) if a not in src]
         for d, s in sorted(zip(dst, src)):
             order.insert(d, s)
@@ -158,7 +162,7 @@ class ShapingMixin:
         x = self._lift(x)
         axis = normalize_axis("split", axis, x.ndim)
         size = x.shape[axis]
-        if isinstance(indices_or_sections, int) or hasattr(indices_or_sections, "__index__"):
+        if np.ndim(indices_or_sections) == 0:  # sections; else indices (a list, an array)
             n = operator.index(indices_or_sections)
             if n <= 0 or size % n:
                 raise ShapeError(f"split: array split does not result in an equal division: "
@@ -181,15 +185,21 @@ class ShapingMixin:
         """
         x = self._lift(x)
         key = key if isinstance(key, tuple) else (key,)
+        key = tuple(self._lift(k) if _is_array_like(k, self) else k for k in key)
+        # the axes each entry indexes: a mask as many as it has, an Ellipsis the rest
+        ranks = [k.ndim if self._is_value(k) and k.dtype == np.bool_ else
+                 0 if k is None or k is Ellipsis else 1 for k in key]
+        rest, axis = max(x.ndim - sum(ranks), 0), 0
         parents, placeholders = [x], []
-        for k in key:
-            if _is_array_like(k, self):
-                k = self._lift(k)
+        for k, rank in zip(key, ranks):
+            axis += rest if k is Ellipsis else rank
+            if self._is_value(k):
                 known = self._known(k)
                 if k.dtype == np.bool_:
                     if known is None:
                         raise ShapeError("getitem: a boolean mask computed in the graph gives a "
                                          "data-dependent shape; use N.where instead")
+                    _check_mask(x.shape, axis - rank, known.shape)
                     placeholders.extend(self._constant(i) for i in np.nonzero(known))
                     continue
                 if k.dtype.kind not in "iu":
@@ -253,7 +263,11 @@ class ShapingMixin:
         x = self._lift(x)
         if mode != "constant":
             raise ValueError(f"pad: mode {mode!r} is not supported (only 'constant')")
-        widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
+        try:
+            widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
+        except ValueError:
+            raise ShapeError(f"pad: pad_width {pad_width!r} does not fit the {x.ndim} axes of "
+                             f"shape {x.shape}") from None
         if (widths < 0).any():
             raise ShapeError(f"pad: negative pad widths {pad_width!r}")
         widths = tuple((int(lo), int(hi)) for lo, hi in widths)
@@ -284,6 +298,8 @@ class ShapingMixin:
         if np.ndim(repeats) == 0:
             return self._op("repeat", [x], axis=axis, repeats=operator.index(repeats))
         counts = np.asarray(repeats, dtype=np.int64)
+        if counts.shape == (1,):  # one count for every element, as in NumPy
+            counts = np.broadcast_to(counts, (x.shape[axis],))
         if counts.shape != (x.shape[axis],) or (counts < 0).any():
             raise ShapeError(f"repeat: repeats must be non-negative with one count per element "
                              f"of axis {axis} (size {x.shape[axis]}), got shape {counts.shape}")
@@ -320,6 +336,20 @@ class ShapingMixin:
     def copy(self, x):
         """A copy of ``x``. Example: ``N.copy(x)``"""
         return self._op("copy", [self._lift(x)])
+
+
+def _check_mask(shape, axis, mask_shape):
+    """A boolean mask must match the axes it indexes exactly (NumPy's IndexError)."""
+    indexed = shape[axis:axis + len(mask_shape)]
+    if len(indexed) < len(mask_shape):
+        raise IndexOutOfRange(f"getitem: too many indices for array: a boolean index of shape "
+                              f"{mask_shape} at axis {axis} of shape {shape}")
+    for i, (d, m) in enumerate(zip(indexed, mask_shape)):
+        if d != m and not (d == 1 and m == 0):  # NumPy lets an empty mask index a 1
+            raise IndexOutOfRange(f"getitem: boolean index did not match indexed array along "
+                                  f"axis {axis + i}; size of axis is {d} but size of "
+                                  f"corresponding boolean axis is {m} (array shape {shape}, "
+                                  f"mask shape {mask_shape})")
 
 
 def _is_array_like(k, ns) -> bool:

@@ -1,5 +1,8 @@
-"""Optimiser layer: graph rewrites applied between building and planning.
+"""Optimiser layer: rewrites applied between building and planning.
 
-Empty for now: the rewrite passes arrive with the optimiser issue. The layer
-exists so that the stack's order (operator < optimiser < graph) is fixed.
+Rewrites are data (:mod:`.pattern`, :mod:`.rewriter`); passes are named and run
+in the order of :data:`PIPELINE` to a fixpoint (:mod:`.passes`).
 """
+from .passes import DEFAULT, PIPELINE, OptimiseResult, PassReport, optimise, select_passes
+
+__all__ = ["optimise", "select_passes", "PIPELINE", "DEFAULT", "OptimiseResult", "PassReport"]

@@ -40,7 +40,9 @@ def normalize_axes(opname: str, axis: AxisArg, ndim: int) -> Optional[tuple[int,
 
 def as_shape(opname: str, shape) -> tuple[int, ...]:
     """An int or a sequence of ints as a shape tuple; negative sizes are refused."""
-    if isinstance(shape, (int,)) or hasattr(shape, "__index__"):
+    # an integer; a 1-D NumPy array has __index__ too, but is a sequence of them
+    if isinstance(shape, (int,)) or (hasattr(shape, "__index__")
+                                     and getattr(shape, "ndim", 0) == 0):
         shape = (shape,)
     try:
         result = tuple(operator.index(d) for d in shape)
@@ -53,7 +55,8 @@ def as_shape(opname: str, shape) -> tuple[int, ...]:
 
 def resolve_reshape(opname: str, newshape, size: int, oldshape: tuple[int, ...]) -> tuple[int, ...]:
     """``newshape`` with its one allowed ``-1`` filled in so the sizes agree."""
-    if isinstance(newshape, int) or hasattr(newshape, "__index__"):
+    if isinstance(newshape, int) or (hasattr(newshape, "__index__")
+                                     and getattr(newshape, "ndim", 0) == 0):
         newshape = (newshape,)
     dims = [operator.index(d) for d in newshape]
     unknown = [i for i, d in enumerate(dims) if d == -1]

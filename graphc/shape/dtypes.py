@@ -20,13 +20,20 @@ from ..type.errors import DTypeError
 from ..type.kinds import reference_function
 
 
-@functools.lru_cache(maxsize=4096)
 def probe_dtype(kind: str, dtypes: tuple, extra: tuple = ()) -> np.dtype:
     """The dtype NumPy's reference of ``kind`` returns for arguments of ``dtypes``.
 
     ``extra`` holds further positional arguments (Python scalars, axes) passed
     after the arrays, which matter for NumPy 2's weak-scalar promotion.
     """
+    # the cache key carries each extra argument's type: 0 == 0.0 == False, but
+    # clip(int32, 0, None) is int32 and clip(int32, 0.0, None) float64
+    return _probe_dtype(kind, tuple(dtypes), tuple((type(e), e) for e in extra))
+
+
+@functools.lru_cache(maxsize=4096)
+def _probe_dtype(kind: str, dtypes: tuple, typed_extra: tuple) -> np.dtype:
+    extra = tuple(e for _, e in typed_extra)
     fn = reference_function(kind)
     samples = [np.ones(1, dtype=d) for d in dtypes]
     try:

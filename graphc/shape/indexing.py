@@ -87,8 +87,15 @@ def key_result_shape(opname: str, encoded: tuple, shape: tuple[int, ...],
     if advanced:
         # With index arrays present, integers act as 0-d index arrays (NumPy's rule).
         advanced = [i for i, e in enumerate(encoded) if e[0] in "ai"]
-        bshape = broadcast_shapes(opname, *[array_shapes[e[1]] if e[0] == "a" else ()
-                                            for e in (encoded[i] for i in advanced)])
+        index_shapes = [array_shapes[e[1]] if e[0] == "a" else ()
+                        for e in (encoded[i] for i in advanced)]
+        try:
+            bshape = broadcast_shapes(opname, *index_shapes)
+        except ShapeError:  # an IndexError in NumPy, so IndexOutOfRange (both) here
+            listed = " ".join(str(tuple(s)) for s in index_shapes)
+            raise IndexOutOfRange(f"{opname}: shape mismatch: indexing arrays could not be "
+                                  f"broadcast together with shapes {listed} (array shape "
+                                  f"{shape})") from None
         adjacent = advanced == list(range(advanced[0], advanced[-1] + 1))
     result, placed = [], False
     for i, e in enumerate(encoded):

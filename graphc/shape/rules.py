@@ -28,7 +28,7 @@ _INTP = np.dtype(np.intp)
 
 
 def _dtypes(parents) -> tuple:
-    return tuple(p.dtype for p in parents)
+    return tuple([p.dtype for p in parents])
 
 
 def _declared(op, parents):
@@ -97,7 +97,11 @@ def _matmul_shape(opname, a, b):
     if a2[-1] != b2[-2]:
         raise ShapeError(f"{opname}: contracted dimensions differ: shapes {a} and {b} "
                          f"(expected {a2[-1]} == {b2[-2]})")
-    batch = broadcast_shapes(opname, a2[:-2], b2[:-2])
+    try:
+        batch = broadcast_shapes(opname, a2[:-2], b2[:-2])
+    except ShapeError:  # name the operands, not just their batch axes
+        raise ShapeError(f"{opname}: batch axes of shapes {a} and {b} cannot be broadcast "
+                         f"together ({a2[:-2]} vs {b2[:-2]})") from None
     out = batch + (a2[-2], b2[-1])
     if len(a) == 1:
         out = out[:-2] + out[-1:]
@@ -106,9 +110,19 @@ def _matmul_shape(opname, a, b):
     return out
 
 
+def _swap_last_two(shape, flag):
+    if not flag:
+        return shape
+    if len(shape) < 2:
+        raise ShapeError(f"matmul: a transposed operand must be at least 2-D, got {shape}")
+    return shape[:-2] + (shape[-1], shape[-2])
+
+
 def _matmul(op, parents):
     a, b = parents
-    return _matmul_shape("matmul", a.shape, b.shape), probe_dtype("matmul", _dtypes(parents))
+    shape = _matmul_shape("matmul", _swap_last_two(a.shape, op.get("trans_a")),
+                          _swap_last_two(b.shape, op.get("trans_b")))
+    return shape, probe_dtype("matmul", _dtypes(parents))
 
 
 def _dot(op, parents):
@@ -232,12 +246,21 @@ _FAMILY_RULES = {"unary": _unary, "binary": _elementwise, "random": _declared,
 #: kind -> rule; kinds not named here take their family's rule.
 RULES = {k: _FAMILY_RULES[v.family] for k, v in KINDS.items() if v.family in _FAMILY_RULES}
 RULES.update({
-    "relu": _same, "copy": _same, "round": _same, "astype": _astype, "clip": _clip,
+    "relu": _same, "copy": _same, "round": _unary, "astype": _astype, "clip": _clip,
     "where": _where, "matmul": _matmul, "dot": _dot, "einsum": _einsum,
     "reshape": _reshape, "transpose": _transpose, "broadcast_to": _broadcast_to,
     "concatenate": _concatenate, "slice": _slice, "gather": _gather, "take": _take,
     "pad": _pad, "tile": _tile, "repeat": _repeat, "flip": _same, "one_hot": _one_hot,
 })
+
+
+def _fma(op, parents):
+    shape = broadcast_shapes("fma", *[p.shape for p in parents])
+    a, b, c = _dtypes(parents)
+    return shape, probe_dtype("add", (probe_dtype("multiply", (a, b)), c))
+
+
+RULES.update({"fma": _fma, "fused_adagrad": _same, "fused": _declared})
 
 
 def infer(op, parents) -> tuple[tuple[int, ...], np.dtype]:

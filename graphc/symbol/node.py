@@ -26,11 +26,16 @@ _ids = itertools.count()
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def user_location() -> str:
-    """``file:line`` of the innermost caller outside the graphc package."""
-    frame = sys._getframe(1)
+def _caller_frame():
+    frame = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame = frame.f_back
+    return frame
+
+
+def user_location() -> str:
+    """``file:line`` of the innermost caller outside the graphc package."""
+    frame = _caller_frame()
     if frame is None:
         return "<unknown>"
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
@@ -44,7 +49,7 @@ class Node:
     graphs alive; graph-level passes count consumers within their own graph.
     """
 
-    __slots__ = ("op", "parents", "shape", "dtype", "name", "where", "id", "value",
+    __slots__ = ("op", "parents", "shape", "dtype", "name", "_where", "id", "value",
                  "_consumers", "__weakref__")
 
     def __init__(self, op: Op, parents: tuple, shape: tuple, dtype: np.dtype,
@@ -56,7 +61,10 @@ class Node:
         self.dtype = dtype
         self.name = name
         self.value = value
-        self.where = where if where is not None else user_location()
+        if where is None:
+            frame = _caller_frame()
+            where = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
+        self._where = where
         self.id = next(_ids)
         self._consumers: list = []
         for p in parents:
@@ -79,6 +87,14 @@ class Node:
         except GraphcError as exc:
             raise type(exc)(f"{exc} (at {user_location()})") from None
         return cls(op, parents, shape, dtype, name=name)
+
+    @property
+    def where(self) -> str:
+        """``file:line`` where the user's code created this node."""
+        w = self._where
+        if w is None:
+            return "<unknown>"
+        return w if isinstance(w, str) else f"{os.path.basename(w[0])}:{w[1]}"
 
     @property
     def kind(self) -> str:

@@ -11,11 +11,15 @@ in place. Shape rules live in :mod:`graphc.shape`, kernels in
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Optional
 
 #: ``overwrites`` value meaning "any parent" (subject to shape/dtype equality).
 ANY = "any"
+#: ``overwrites`` value meaning "the positions listed in the op's ``inplace`` attribute"
+#: (a fused node knows which of its inputs only its first instruction reads).
+FROM_ATTR = "attr"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,14 @@ def _table() -> dict[str, OpKind]:
     for name in ["argmax", "argmin"]:
         add(OpKind(name, "reduction", 1, f"numpy.{name}"))
 
+    # made by the optimiser only: a*b + c in one node (c is read after a*b is
+    # written, so only a and b may share the result's memory); Owl's AdaGrad
+    # step lr / sqrt(v + eps); and a fused chain of elementwise ops.
+    add(OpKind("fma", "ternary", 3, None, (0, 1)))
+    add(OpKind("fused_adagrad", "unary", 1, None, ANY))
+    add(OpKind("fused", "fused", None, None, FROM_ATTR))
+
+    # matmul takes trans_a / trans_b flags (transposes folded in by the optimiser)
     add(OpKind("matmul", "linalg", 2, "numpy.matmul"))
     add(OpKind("dot", "linalg", 2, "numpy.dot"))
     add(OpKind("einsum", "linalg", 2, "numpy.einsum"))
@@ -112,12 +124,17 @@ def kind(name: str) -> OpKind:
         raise KeyError(f"graphc: unknown operation kind {name!r}") from None
 
 
-def may_overwrite(kind_name: str, position: int) -> bool:
-    """Whether an op of this kind may write its result over parent ``position``."""
+def may_overwrite(op, position: int) -> bool:
+    """Whether ``op`` (an :class:`~graphc.type.op.Op` or a kind name) may write its
+    result over its parent at ``position``."""
+    kind_name = op if isinstance(op, str) else op.kind
     policy = KINDS[kind_name].overwrites
+    if policy == FROM_ATTR:
+        return not isinstance(op, str) and position in op["inplace"]
     return policy == ANY or position in policy
 
 
+@functools.lru_cache(maxsize=None)
 def reference_function(kind_name: str):
     """The NumPy/SciPy callable named by a kind's ``reference`` (its semantics).
 

@@ -1,0 +1,175 @@
+"""Rewrites that merge ops into fewer, larger nodes: transposes folded into
+matmul, fused multiply-add, Owl's AdaGrad pattern, and general elementwise
+chains.
+
+A chain of elementwise ops whose intermediates each have one consumer (and
+the chain's shape and dtype) becomes one ``fused`` node. Its program runs
+every instruction into the same output buffer, the running value (the
+*accumulator*) taking the place of the absorbed parent, so intermediates need
+no memory. An instruction may read the accumulator only in a position where
+its op may overwrite its input (``where`` only in its last operand).
+
+>>> import graphc.ndarray as N
+>>> from graphc.optimiser.rewriter import rewrite
+>>> x, y = N.var("x", (4,)), N.var("y", (4,))
+>>> out = rewrite([N.tanh(N.exp(x) * y + 1.0)], FUSE_ELEMENTWISE.rewrite_node)[0][0]
+>>> out.op.kind, len(out.op["program"])
+('fused', 4)
+"""
+from __future__ import annotations
+
+from ..type.kinds import KINDS, may_overwrite
+from ..type.op import Op
+from .build import make
+from .pattern import Pat, Scalar
+from .rewriter import Pass, Rule
+
+A, B, C = Pat(name="a"), Pat(name="b"), Pat(name="c")
+
+
+# -- transposes into matmul ------------------------------------------------------
+def _swaps_last_two(n) -> bool:
+    axes = n.op["axes"]
+    k = len(axes)
+    return k >= 2 and axes == tuple(range(k - 2)) + (k - 1, k - 2)
+
+
+def _fold_transpose(position):
+    flag = ("trans_a", "trans_b")[position]
+
+    def build(b, node):
+        parents = list(node.parents)
+        t = parents[position]
+        if t.op.kind != "transpose" or not _swaps_last_two(t):
+            return None
+        parents[position] = t.parents[0]
+        attrs = node.op.params()
+        attrs[flag] = not attrs.get(flag, False)
+        return make(node, Op.make("matmul", **attrs), parents)
+    return build
+
+
+_T = Pat("transpose", test=_swaps_last_two)
+MATMUL_TRANSPOSE = Pass("matmul_transpose", [
+    Rule("transpose_a_into_matmul", Pat("matmul", (_T, B)), _fold_transpose(0)),
+    Rule("transpose_b_into_matmul", Pat("matmul", (A, _T)), _fold_transpose(1)),
+], doc="Dot(Transpose(a), b) -> a GEMM flag: no transposed copy")
+
+
+# -- fused multiply-add ----------------------------------------------------------
+def _fma(b, node):
+    product = b["product"]
+    if product.shape != node.shape or product.dtype != node.dtype:
+        return None
+    return make(node, Op.make("fma"), [b["a"], b["b"], b["c"]])
+
+
+FMA = Pass("fma", [
+    Rule("fma", Pat("add", (Pat("multiply", (A, B), name="product", single_use=True), C),
+                    commutative=True), _fma),
+], doc="a*b + c, the product used once -> one node without a temporary")
+
+
+# -- AdaGrad / RMSprop -------------------------------------------------------------
+def _scalar(node) -> float:
+    return float(node.value.reshape(-1)[0])
+
+
+def _inverse_root(b, node, rate):
+    v = b["v"]
+    if v.shape != node.shape and "g" not in b or v.dtype != node.dtype:
+        return None
+    scaled = make(node, Op.make("fused_adagrad", lr=rate, eps=_scalar(b["eps"])), [v])
+    if "g" in b:
+        if scaled.shape != node.shape and b["g"].shape != node.shape:
+            return None
+        return make(node, Op.make("multiply"), [b["g"], scaled])
+    return scaled if scaled.shape == node.shape else None
+
+
+_ROOT = Pat("sqrt", (Pat("add", (Pat(name="v"), Scalar("eps")), commutative=True,
+                         single_use=True),), single_use=True)
+ADAGRAD = Pass("adagrad", [
+    Rule("adagrad", Pat("divide", (Scalar("lr"), _ROOT)),
+         lambda b, n: _inverse_root(b, n, _scalar(b["lr"]))),
+    Rule("adagrad_scaled", Pat("divide", (Pat("multiply", (Pat(name="g"), Scalar("lr")),
+                                              commutative=True, single_use=True), _ROOT)),
+         lambda b, n: _inverse_root(b, n, _scalar(b["lr"]))),
+    Rule("adagrad_unscaled", Pat("divide", (Pat(name="g"), _ROOT)),
+         lambda b, n: _inverse_root(b, n, 1.0)),
+], doc="lr / sqrt(v + eps) (any constant lr, eps) -> Fused_Adagrad, as in Owl")
+
+
+# -- elementwise chains ---------------------------------------------------------------
+FUSIBLE_FAMILIES = frozenset({"unary", "binary", "ternary", "fused"})
+#: longest program of one fused node: a 100,000-op chain becomes many fused
+#: nodes rather than one whose program is rebuilt (quadratically) at each step
+MAX_PROGRAM = 32
+
+
+def is_elementwise(node) -> bool:
+    return KINDS[node.op.kind].family in FUSIBLE_FAMILIES
+
+
+def _program_of(node):
+    """(instructions, inputs) of an elementwise node: its own program if fused."""
+    if node.op.kind == "fused":
+        return list(node.op["program"]), list(node.parents)
+    args = []
+    inputs = []
+    for p in node.parents:
+        index = next((i for i, q in enumerate(inputs) if q is p), None)
+        if index is None:
+            index = len(inputs)
+            inputs.append(p)
+        args.append(("in", index))
+    return [(node.op, tuple(args))], inputs
+
+
+def _overwritable_inputs(program, n_inputs):
+    """Inputs read only by the first instruction, where its op may overwrite
+    them: the fused node may then take such an input's memory."""
+    first_op, first_args = program[0]
+    later = {a[1] for _, args in program[1:] for a in args if a[0] == "in"}
+    result = []
+    for j in range(n_inputs):
+        positions = [k for k, a in enumerate(first_args) if a == ("in", j)]
+        if positions and j not in later and all(may_overwrite(first_op, k)
+                                                for k in positions):
+            result.append(j)
+    return tuple(result)
+
+
+def _fuse(node, ctx):
+    # a fused node never absorbs further parents: its program would need a second buffer
+    if not is_elementwise(node) or node.op.kind == "fused":
+        return None
+    for position, p in enumerate(node.parents):
+        if (is_elementwise(p) and ctx.uses(p) == 1 and p.shape == node.shape
+                and p.dtype == node.dtype and sum(q is p for q in node.parents) == 1
+                and may_overwrite(node.op, position)):
+            break
+    else:
+        return None
+    if p.op.kind == "fused" and len(p.op["program"]) >= MAX_PROGRAM:
+        return None
+    program, inputs = _program_of(p)
+    args = []
+    for k, q in enumerate(node.parents):
+        if k == position:
+            args.append(("acc",))
+            continue
+        index = next((i for i, r in enumerate(inputs) if r is q), None)
+        if index is None:
+            index = len(inputs)
+            inputs.append(q)
+        args.append(("in", index))
+    program.append((node.op, tuple(args)))
+    op = Op.make("fused", program=tuple(program), shape=node.shape, dtype=node.dtype,
+                 inplace=_overwritable_inputs(program, len(inputs)))
+    return make(node, op, inputs)
+
+
+FUSE_ELEMENTWISE = Pass("fuse_elementwise", function=_fuse,
+                        doc="chains of elementwise ops with single-use intermediates -> one "
+                            "node computed in one buffer")

@@ -1,0 +1,127 @@
+"""Rules, passes, and the engine that applies them.
+
+A :class:`Rule` is a pattern plus a function that builds the replacement from
+the bindings (or declines with ``None``). A :class:`Pass` is a named, ordered
+list of rules (or a node function) run to a fixpoint over the whole graph.
+The graph is rebuilt bottom-up from the roots: parents first, each node
+re-made with its rewritten parents, then every applicable rule is tried at
+it until none applies; with ``merge=True`` identical nodes (same op, same
+parents) become one, which is common-subexpression elimination.
+
+>>> import graphc.ndarray as N
+>>> x = N.var("x", (3,))
+>>> roots, changes = rewrite([N.exp(x) + N.exp(x)], node_rewriter=None, merge=True)
+>>> changes, roots[0].parents[0] is roots[0].parents[1]
+(1, True)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+from ..symbol.node import Node
+from ..symbol.traverse import consumer_counts, topological_order
+from ..type.kinds import KINDS
+from .pattern import MatchContext, Pat
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Replace what ``pattern`` matches with ``build(bindings, node)``."""
+
+    name: str
+    pattern: Pat
+    build: Callable[[dict, Node], Optional[Node]]
+
+    def apply(self, node, ctx: MatchContext) -> Optional[Node]:
+        bindings: dict = {}
+        if not self.pattern.match(node, ctx, bindings):
+            return None
+        result = self.build(bindings, node)
+        if result is None or result is node:
+            return None
+        if result.shape != node.shape or result.dtype != node.dtype:
+            raise AssertionError(f"rule {self.name} changed {node.label()} from "
+                                 f"{node.shape} {node.dtype} to {result.shape} {result.dtype}")
+        return result
+
+
+@dataclass
+class Pass:
+    """A named rewrite pass: ``rules`` indexed by root kind, or ``function``
+    (node, ctx) -> replacement or None; ``merge`` also merges equal nodes."""
+
+    name: str
+    rules: Sequence[Rule] = ()
+    function: Optional[Callable] = None
+    merge: bool = False
+    doc: str = ""
+    _index: dict = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self):
+        for rule in self.rules:
+            kinds = rule.pattern.kinds
+            for k in (kinds if isinstance(kinds, tuple) else (kinds,)):
+                self._index.setdefault(k, []).append(rule)
+
+    def rewrite_node(self, node, ctx):
+        if self.function is not None:
+            return self.function(node, ctx)
+        for rule in self._index.get(node.op.kind, []) + self._index.get(None, []):
+            result = rule.apply(node, ctx)
+            if result is not None:
+                return result
+        return None
+
+
+def remake(node, parents) -> Node:
+    """``node`` with new ``parents`` (same op, shape, dtype, name and source line)."""
+    return type(node)(node.op, tuple(parents), node.shape, node.dtype, name=node.name,
+                      value=node.value, where=node._where)
+
+
+def rewrite(roots: Sequence[Node], node_rewriter=None, merge: bool = False,
+            max_rounds: int = 1000):
+    """Rebuild the graph of ``roots``; returns ``(new_roots, changes)``.
+
+    ``node_rewriter(node, ctx)`` returns a replacement or ``None``; it is applied
+    at each node until it declines (at most ``max_rounds`` times per node).
+    """
+    order = topological_order(roots)
+    counts = consumer_counts(order)
+    for r in roots:  # an output is used by the caller too: never single-use
+        counts[id(r)] += 1
+    ctx = MatchContext(counts)
+    memo: dict[int, Node] = {}
+    table: dict[tuple, Node] = {}
+    changes = 0
+    for node in order:
+        parents = [memo[id(p)] for p in node.parents]
+        new = node
+        if any(a is not b for a, b in zip(parents, node.parents)):
+            new = remake(node, parents)
+            counts[id(new)] = counts[id(node)]
+        if merge and node.parents and not KINDS[node.op.kind].stateful:
+            key = (new.op, tuple(id(p) for p in new.parents))
+            first = table.setdefault(key, new)
+            if first is not new:
+                counts[id(first)] += counts[id(new)]
+                new = first
+                changes += 1
+        elif merge and node.op.kind == "const":
+            key = (new.op, ())
+            first = table.setdefault(key, new)
+            if first is not new and "unique" not in str(new.op.get("digest")):
+                counts[id(first)] += counts[id(new)]
+                new = first
+                changes += 1
+        if node_rewriter is not None:
+            for _ in range(max_rounds):
+                result = node_rewriter(new, ctx)
+                if result is None:
+                    break
+                counts.setdefault(id(result), counts.get(id(new), 1))
+                new = result
+                changes += 1
+        memo[id(node)] = new
+    return [memo[id(r)] for r in roots], changes

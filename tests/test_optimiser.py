@@ -1,0 +1,361 @@
+"""The optimiser: every pass on its own, the pipeline on random programs
+(optimised == unoptimised, invariants checked after every pass, plans checked),
+the choice of passes, fast_math, and the per-pass report."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+import graphc
+import graphc.eager as E
+import graphc.ndarray as N
+from graphc.optimiser import PIPELINE, optimise
+from graphc.optimiser.invariants import InvariantError, check_invariants
+from graphc.optimiser.rewriter import Pass, Rule, rewrite
+from graphc.optimiser.pattern import Pat
+from graphc.type import Op
+from test_plan_random import build_graph, programs, random_inputs
+
+F32 = np.float32
+RNG = np.random.default_rng(7)
+
+
+def arr(*shape, dtype=F32):
+    return RNG.uniform(-1, 1, shape).astype(dtype)
+
+
+def kinds(g):
+    return g.stats()["ops"]
+
+
+def both(inputs, outputs, updates=None, **options):
+    """The same graph compiled with and without the optimiser (checked)."""
+    return (graphc.compile(inputs, outputs, updates, check=True, **options),
+            graphc.compile(inputs, outputs, updates, optimise=False, check=True))
+
+
+# -- the pipeline on random programs ----------------------------------------------------
+@given(programs(max_ops=16), st.integers(0, 2**32 - 1), st.sampled_from(["blocks", "offsets"]))
+def test_optimised_random_programs_match_unoptimised(program, seed, plan):
+    note(repr(program["instrs"]))
+    rng = np.random.default_rng(seed)
+    names = [program["instrs"][v][1] for v in program["variables"]]
+    inputs, outputs, updates = build_graph(program)
+    fast = graphc.compile(inputs, outputs, updates, plan=plan, check=True)
+    slow = graphc.compile(inputs, outputs, updates, plan=plan, optimise=False, check=True)
+    assert fast.stats()["nodes"] <= slow.stats()["nodes"]
+    feeds = random_inputs(program, rng, names)
+    for _ in range(2):
+        with np.errstate(all="ignore"):
+            got, want = fast.run(**feeds), slow.run(**feeds)
+        for o, w in zip(got, want):
+            assert o.shape == w.shape and o.dtype == w.dtype
+            tol = 1e-5 if o.dtype == F32 else 1e-12
+            np.testing.assert_allclose(o, w, rtol=tol, atol=tol, equal_nan=True)
+        for name in names:
+            np.testing.assert_allclose(fast.value(name), slow.value(name), rtol=1e-5,
+                                       atol=1e-5, equal_nan=True)
+
+
+# -- common subexpressions -------------------------------------------------------------
+def test_cse_merges_identical_ops_and_equal_small_constants():
+    x = N.var("x", (8,))
+    y = N.exp(x) * 2.0 + N.exp(x) * 2.0
+    g, plain = both([x], y, optimise=["cse"])
+    assert kinds(plain)["exp"] == 2 and kinds(plain)["multiply"] == 2
+    assert kinds(g)["exp"] == 1 and kinds(g)["multiply"] == 1 and kinds(g)["const"] == 1
+    X = arr(8)
+    np.testing.assert_array_equal(g.run(x=X), plain.run(x=X))
+
+
+def test_cse_never_merges_random_draws():
+    u = N.random.uniform(size=(16,))
+    v = N.random.uniform(size=(16,))
+    g = graphc.compile([], [u - v], optimise=["cse"], seed=0)
+    assert kinds(g)["random_uniform"] == 2
+    assert np.any(g.run()[0] != 0)
+
+
+# -- constant folding ---------------------------------------------------------------------
+def test_fold_computes_constant_subgraphs_once_with_the_engine_kernels():
+    x = N.var("x", (4,))
+    c = N.exp(N.const(np.arange(4, dtype=F32))) * 3.0 + 1.0
+    g, plain = both([x], x * c, optimise=["fold"])
+    assert set(kinds(g)) == {"var", "const", "multiply"}
+    X = arr(4)
+    np.testing.assert_array_equal(g.run(x=X), plain.run(x=X))
+
+
+def test_fold_respects_its_size_cap():
+    x = N.var("x", (1,))
+    big = N.broadcast_to(N.const(np.float32(2.0)), (512, 512))   # 1 MiB from 4 bytes
+    g = graphc.compile([x], x * big, optimise=["fold"])
+    assert "broadcast_to" in kinds(g)
+    small = N.broadcast_to(N.const(np.float32(2.0)), (8,))
+    g2 = graphc.compile([x], x * small, optimise=["fold"])
+    assert "broadcast_to" not in kinds(g2)
+
+
+# -- useless ops ------------------------------------------------------------------------------
+@pytest.mark.parametrize("build", [
+    lambda x: x + 0.0, lambda x: 0.0 + x, lambda x: x - 0.0, lambda x: x * 1.0,
+    lambda x: 1.0 * x, lambda x: x / 1.0, lambda x: x ** 1.0, lambda x: -(-x),
+    lambda x: x.T.T, lambda x: N.transpose(N.transpose(x, (1, 0)), (1, 0)),
+    lambda x: x.reshape(-1).reshape(3, 4), lambda x: N.copy(x),
+], ids=["add0", "0add", "sub0", "mul1", "1mul", "div1", "pow1", "negneg", "TT", "tt",
+        "reshape2", "copy"])
+def test_useless_ops_disappear_and_results_stay_exact(build):
+    x = N.var("x", (3, 4))
+    g, plain = both([x], [build(x) * 2.0], optimise=["simplify"])
+    assert g.stats()["nodes"] < plain.stats()["nodes"]
+    assert set(kinds(g)) == {"var", "const", "multiply"}
+    X = arr(3, 4)
+    np.testing.assert_array_equal(g.run(x=X)[0], plain.run(x=X)[0])
+
+
+def test_simplify_keeps_ops_that_change_dtype_or_shape():
+    x = N.var("x", (3,), np.int32)
+    g = graphc.compile([x], [x + 0.0, x * N.ones((2, 3))], optimise=["simplify"])
+    a, b = g.run(x=np.arange(3, dtype=np.int32))
+    assert a.dtype == np.float64 and b.shape == (2, 3)
+
+
+def test_transpose_pairs_compose_into_one():
+    x = N.var("x", (2, 3, 4))
+    y = N.transpose(N.transpose(x, (1, 2, 0)), (1, 0, 2))
+    g, plain = both([x], [y], optimise=["simplify"])
+    assert kinds(g)["transpose"] == 1
+    X = arr(2, 3, 4)
+    np.testing.assert_array_equal(g.run(x=X)[0], plain.run(x=X)[0])
+
+
+def test_expansions_feeding_a_broadcasting_op_are_dropped():
+    x = N.var("x", (4, 5))
+    b = N.var("b", (5,))
+    c = N.var("c", (4, 1))
+    y = (x + N.broadcast_to(b, (4, 5)) + N.tile(c, (1, 5)) * x) * N.repeat(c, 5, axis=1)
+    g, plain = both([x, b, c], [y], optimise=["drop_expansions"])
+    assert not {"broadcast_to", "tile", "repeat"} & set(kinds(g))
+    feeds = dict(x=arr(4, 5), b=arr(5), c=arr(4, 1))
+    np.testing.assert_array_equal(g.run(**feeds)[0], plain.run(**feeds)[0])
+
+
+def test_an_expansion_that_sets_the_shape_is_kept():
+    b = N.var("b", (5,))
+    c = N.var("c", (4, 1))
+    y = N.broadcast_to(b, (4, 5)) * 2.0
+    z = N.tile(c, (1, 5)) * N.repeat(c, 5, axis=1)     # one of the two must stay
+    g = graphc.compile([b, c], [y, z], optimise=["drop_expansions"])
+    assert "broadcast_to" in kinds(g) and {"tile", "repeat"} & set(kinds(g))
+    C = arr(4, 1)
+    Y, Z = g.run(b=arr(5), c=C)
+    assert Y.shape == (4, 5)
+    np.testing.assert_array_equal(Z, np.tile(C, (1, 5)) * np.repeat(C, 5, axis=1))
+
+
+# -- fast math --------------------------------------------------------------------------------
+def test_value_changing_rewrites_only_with_fast_math():
+    x = N.var("x", (3,))
+    ys = [x * 0.0, 0.0 / x, x - x]
+    X = np.array([np.inf, np.nan, 1.0], F32)
+    exact = graphc.compile([x], ys, check=True)
+    with np.errstate(all="ignore"):
+        want = [X * F32(0), F32(0) / X, X - X]
+        got = exact.run(x=X)
+    for g_, w_ in zip(got, want):          # NumPy's answers, NaN included
+        np.testing.assert_array_equal(g_, w_)
+    assert np.isnan(got[0][0]) and np.isnan(got[2][0])
+    fast = graphc.compile([x], ys, fast_math=True, check=True)
+    assert not {"multiply", "divide", "subtract"} & set(kinds(fast))
+    for got in fast.run(x=X):
+        np.testing.assert_array_equal(got, np.zeros(3, F32))
+
+
+# -- transposes into matmul --------------------------------------------------------------
+@pytest.mark.parametrize("build", [lambda a, b: a.T @ b, lambda a, b: a @ b.T,
+                                   lambda a, b: a.T @ b.T], ids=["Ta", "Tb", "TaTb"])
+def test_transposes_fold_into_matmul(build):
+    a, b = N.var("a", (5, 5)), N.var("b", (5, 5))
+    g, plain = both([a, b], [build(a, b)], optimise=["matmul_transpose"])
+    assert "transpose" not in kinds(g)
+    A, B = arr(5, 5), arr(5, 5)
+    np.testing.assert_allclose(g.run(a=A, b=B)[0], build(A, B), rtol=1e-6)
+    np.testing.assert_allclose(g.run(a=A, b=B)[0], plain.run(a=A, b=B)[0], rtol=1e-6)
+
+
+def test_batched_transpose_of_last_two_axes_folds():
+    a, b = N.var("a", (2, 4, 3)), N.var("b", (2, 4, 5))
+    y = N.swapaxes(a, -1, -2) @ b
+    g = graphc.compile([a, b], [y], check=True)
+    assert "transpose" not in kinds(g)
+    A, B = arr(2, 4, 3), arr(2, 4, 5)
+    np.testing.assert_allclose(g.run(a=A, b=B)[0], np.swapaxes(A, -1, -2) @ B, rtol=1e-6)
+
+
+# -- FMA -------------------------------------------------------------------------------------
+def test_fma_replaces_a_product_used_once():
+    a, b, c = N.var("a", (6,)), N.var("b", (6,)), N.var("c", (6,))
+    g, plain = both([a, b, c], [a * b + c], optimise=["fma"])
+    assert kinds(g).get("fma") == 1 and "multiply" not in kinds(g)
+    feeds = dict(a=arr(6), b=arr(6), c=arr(6))
+    np.testing.assert_array_equal(g.run(**feeds)[0], plain.run(**feeds)[0])
+
+
+def test_fma_leaves_a_shared_product_alone():
+    a, b, c = N.var("a", (6,)), N.var("b", (6,)), N.var("c", (6,))
+    p = a * b
+    g = graphc.compile([a, b, c], [p + c, p * 2.0], optimise=["fma"])
+    assert "fma" not in kinds(g)
+
+
+def test_fma_with_broadcast_addend_and_never_over_the_addend():
+    a, b, c = N.var("a", (4, 3)), N.var("b", (4, 3)), N.var("c", (3,))
+    y = N.exp(a * b + N.exp(c))       # exp(c) dies at the fma but must not be overwritten
+    g, plain = both([a, b, c], [y], optimise=["fma"])
+    assert kinds(g).get("fma") == 1
+    feeds = dict(a=arr(4, 3), b=arr(4, 3), c=arr(3))
+    np.testing.assert_array_equal(g.run(**feeds)[0], plain.run(**feeds)[0])
+
+
+# -- AdaGrad -------------------------------------------------------------------------------
+@pytest.mark.parametrize("eps", [1e-8, 1e-6, 0.5])
+def test_adagrad_pattern_any_eps(eps):
+    v = N.var("v", (10,))
+    y = 0.01 / N.sqrt(v + eps)
+    g, plain = both([v], [y], optimise=["adagrad"])
+    assert set(kinds(g)) == {"var", "fused_adagrad"}
+    V = np.abs(arr(10))
+    np.testing.assert_allclose(g.run(v=V)[0], plain.run(v=V)[0], rtol=1e-7)
+
+
+@pytest.mark.parametrize("rule", ["adagrad", "rmsprop"])
+def test_the_whole_update_becomes_one_fused_node(rule):
+    w, grad, v = N.var("w", (32,)), N.var("g", (32,)), N.var("v", (32,))
+    if rule == "adagrad":
+        v_new = v + grad * grad
+    else:
+        v_new = 0.9 * v + 0.1 * N.square(grad)
+    w_new = w - 0.01 * grad / N.sqrt(v_new + 1e-7)
+    g, plain = both([w, grad, v], [], {w: w_new, v: v_new})
+    # the weight update is one node whose program includes Owl's fused AdaGrad step
+    w_node = dict((var.name, value) for var, value in g.graph.updates)["w"]
+    assert w_node.op.kind == "fused"
+    assert "fused_adagrad" in [op.kind for op, _ in w_node.op["program"]]
+    compute = [n for n in g.graph.order if n.op.kind not in ("var", "const")]
+    assert len(compute) <= 3          # v_new is an update value itself, so it stays apart
+    assert g.stats()["nodes"] < plain.stats()["nodes"]
+    W, G, V = arr(32), arr(32), np.abs(arr(32))
+    for step in (g, plain):
+        step.assign(w=W, v=V)
+    for _ in range(3):
+        G = arr(32)
+        g.run(g=G)
+        plain.run(g=G)
+    np.testing.assert_allclose(g.value("w"), plain.value("w"), rtol=1e-6)
+    np.testing.assert_allclose(g.value("v"), plain.value("v"), rtol=1e-6)
+
+
+# -- elementwise chains ----------------------------------------------------------------------
+def test_an_elementwise_chain_becomes_one_node_in_one_buffer():
+    x, y = N.var("x", (1000,)), N.var("y", (1000,))
+    out = N.tanh(N.sigmoid(N.exp(x) * y + 1.0) - y)
+    g, plain = both([x, y], [out])
+    assert {k for k in kinds(g) if k not in ("var", "const")} == {"fused"}
+    assert g.stats()["planned_bytes"] == 4000          # the output, nothing else
+    assert plain.stats()["naive_bytes"] > 4 * 4000
+    feeds = dict(x=arr(1000), y=arr(1000))
+    np.testing.assert_array_equal(g.run(**feeds)[0], plain.run(**feeds)[0])
+
+
+def test_fusion_stops_at_shared_values_shape_changes_and_dtype_changes():
+    x = N.var("x", (4, 3))
+    shared = N.exp(x)
+    small = N.sin(N.var("s", (3,)))
+    y = N.tanh(shared + small) + (x > 0).astype(np.float32)
+    g, plain = both([x, small.parents[0]], [y, shared])
+    feeds = dict(x=arr(4, 3), s=arr(3))
+    for a, b in zip(g.run(**feeds), plain.run(**feeds)):
+        np.testing.assert_array_equal(a, b)
+    assert kinds(g).get("exp") == 1   # shared with an output: not absorbed
+
+
+def test_a_long_chain_is_split_into_bounded_fused_nodes():
+    x = N.var("x", (8,))
+    y = x
+    for i in range(200):
+        y = N.sin(y) * 0.5
+    g = graphc.compile([x], y, check=True)
+    program_lengths = [len(n.op["program"]) for n in g.graph.order if n.op.kind == "fused"]
+    assert sum(program_lengths) == 400 and max(program_lengths) <= 32
+    X = arr(8)
+    np.testing.assert_array_equal(g.run(x=X), graphc.compile([x], y, optimise=False).run(x=X))
+
+
+# -- choosing passes, reports, DOT, invariants ------------------------------------------
+def test_optimise_false_and_unknown_passes():
+    x = N.var("x", (3,))
+    g = graphc.compile([x], x * 1.0, optimise=False)
+    assert "multiply" in kinds(g) and g.stats()["optimiser_changes"] == {}
+    with pytest.raises(ValueError, match="unknown pass.*'nope'"):
+        graphc.compile([x], x * 1.0, optimise=["nope"])
+    assert PIPELINE[0] == "cse" and "fuse_elementwise" in PIPELINE
+
+
+def test_stats_and_pass_report_show_before_and_after():
+    from graphc.demo import build
+
+    inputs, outputs, updates = build()
+    g = graphc.compile(inputs, outputs, updates)
+    s = g.stats()
+    assert s["nodes"] < s["nodes_unoptimised"] and s["edges"] < s["edges_unoptimised"]
+    assert sum(s["optimiser_changes"].values()) > 0
+    rows = g.pass_report()
+    assert rows[0]["passes"] == "(as written)" and rows[0]["nodes"] == s["nodes_unoptimised"]
+    assert rows[-1]["nodes"] == s["nodes"]
+    assert rows[-1]["planned_bytes"] == s["planned_bytes"]
+    assert all(r["planned_bytes"] >= r["lower_bound_bytes"] for r in rows)
+
+
+def test_to_dot_shows_the_graph_before_and_after():
+    x = N.var("x", (3,))
+    g = graphc.compile([x], N.tanh(N.exp(x) + 1.0))
+    before, after = g.to_dot(optimised=False), g.to_dot()
+    assert "tanh" in before and "exp" in before and "fused" not in before
+    assert "fused" in after and "as written" in before and "optimised" in after
+
+
+def test_invariant_checker_catches_a_wrong_rewrite():
+    x = N.var("x", (3,))
+    y = N.exp(x)
+    wrong = N.exp(N.var("x", (3,)))      # a variable from nowhere
+    with pytest.raises(InvariantError, match="new variable"):
+        check_invariants([y], [wrong], "bad_pass")
+    with pytest.raises(InvariantError, match="changed from"):
+        check_invariants([y], [N.sum(x)], "bad_pass")
+
+
+def test_a_rule_may_not_change_shape_or_dtype():
+    x = N.var("x", (3,))
+    bad = Pass("bad", [Rule("to_sum", Pat("exp"), lambda b, n: N.sum(n.parents[0]))])
+    with pytest.raises(AssertionError, match="to_sum changed"):  # noqa: PT011
+        rewrite([N.exp(x)], bad.rewrite_node)
+
+
+def test_optimise_function_reports_each_pass():
+    x = N.var("x", (3,))
+    result = optimise([N.exp(x) + N.exp(x) * 1.0], evaluate=E.evaluate, check=True)
+    assert result.changes_by_pass()["cse"] >= 1 and result.changes_by_pass()["simplify"] >= 1
+    assert all(r.nodes_after <= r.nodes_before for r in result.report)
+
+
+def test_an_optimised_graph_saves_and_loads_as_written(tmp_path):
+    x = N.var("x", (5,))
+    g = graphc.compile([x], N.tanh(N.exp(x) * 2.0 + 1.0))
+    path = tmp_path / "g.npz"
+    g.save(path)
+    h = graphc.load(path)
+    X = arr(5)
+    np.testing.assert_array_equal(g.run(x=X), h.run(x=X))
+    assert h.stats()["nodes"] == g.stats()["nodes"]
