@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import gc
 import inspect
-import json
 import os
 import platform
 import statistics
@@ -68,6 +67,7 @@ if ROOT not in sys.path:
 import numpy as np  # noqa: E402
 
 import graphc  # noqa: E402
+from _report import write_json  # noqa: E402
 import graphc.eager as E  # noqa: E402
 import graphc.ndarray as N  # noqa: E402
 
@@ -105,9 +105,10 @@ def build_chain(ops: int, size: int):
     return x, h
 
 
-def numpy_alloc(x, ops):
-    """Direct NumPy calls, each allocating its result."""
-    sin, exp, multiply, add = np.sin, np.exp, np.multiply, np.add
+def allocating_chain(ns, x, ops):
+    """The chain as direct calls of namespace ``ns`` (``numpy`` or ``graphc.eager``),
+    each allocating its result."""
+    sin, exp, multiply, add = ns.sin, ns.exp, ns.multiply, ns.add
     h = x
     for _ in range(ops // CYCLE):
         h = sin(h)
@@ -115,7 +116,9 @@ def numpy_alloc(x, ops):
         h = multiply(h, 0.5)
         h = add(h, -0.25)
         h = multiply(h, x)
-    return _tail(h, x, ops % CYCLE, None)
+    for k in range(ops % CYCLE):
+        h = [sin, exp, lambda v: multiply(v, 0.5), lambda v: add(v, -0.25)][k](h)
+    return h
 
 
 def numpy_out(x, ops, buf):
@@ -153,21 +156,6 @@ def _tail(h, x, rest, out):
              lambda v: np.multiply(v, 0.5, out=out), lambda v: np.add(v, -0.25, out=out)]
     for k in range(rest):
         h = steps[k](h)
-    return h
-
-
-def eager_chain(x, ops):
-    """The same calls through graphc.eager."""
-    sin, exp, multiply, add = E.sin, E.exp, E.multiply, E.add
-    h = x
-    for _ in range(ops // CYCLE):
-        h = sin(h)
-        h = exp(h)
-        h = multiply(h, 0.5)
-        h = add(h, -0.25)
-        h = multiply(h, x)
-    for k in range(ops % CYCLE):
-        h = [E.sin, E.exp, lambda v: E.multiply(v, 0.5), lambda v: E.add(v, -0.25)][k](h)
     return h
 
 
@@ -212,14 +200,14 @@ def run_overhead(ops_list, sizes, rounds, repeats, eager_max_ops):
             g = compile_as_written([x], h)
             steps = g.stats()["steps"]
             buf, buf2 = np.empty_like(X), np.empty_like(X)
-            expected = numpy_alloc(X, ops)
+            expected = allocating_chain(np, X, ops)
             got = g.run(x=X)
             np.testing.assert_allclose(got, expected, rtol=2e-5, atol=1e-6)
             np.testing.assert_allclose(numpy_out(X, ops, buf), expected, rtol=2e-5, atol=1e-6)
             np.testing.assert_allclose(numpy_pingpong(X, ops, buf, buf2), expected, rtol=2e-5,
                                        atol=1e-6)
             contenders = {
-                "numpy": lambda: numpy_alloc(X, ops),
+                "numpy": lambda: allocating_chain(np, X, ops),
                 "numpy_out": lambda: numpy_out(X, ops, buf),
                 "numpy_out2": lambda: numpy_pingpong(X, ops, buf, buf2),
                 "graph": lambda: g.run(x=X),
@@ -229,8 +217,8 @@ def run_overhead(ops_list, sizes, rounds, repeats, eager_max_ops):
                 np.testing.assert_allclose(g_opt.run(x=X), expected, rtol=2e-5, atol=1e-6)
                 contenders["graph_opt"] = lambda: g_opt.run(x=X)
             if ops <= eager_max_ops:
-                np.testing.assert_allclose(eager_chain(X, ops), expected, rtol=2e-5, atol=1e-6)
-                contenders["eager"] = lambda: eager_chain(X, ops)
+                np.testing.assert_allclose(allocating_chain(E, X, ops), expected, rtol=2e-5, atol=1e-6)
+                contenders["eager"] = lambda: allocating_chain(E, X, ops)
             # fewer repeats for the long chains keeps the total time flat
             reps = max(3, repeats * 1000 // ops) if ops > 1000 else repeats
             medians = alternate(contenders, rounds, reps)
@@ -360,10 +348,7 @@ def main(argv=None):
     text = markdown(result)
     print(text)
     print(f"\n(total {result['seconds']:.1f} s)")
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {os.path.relpath(args.out)}")
+    write_json(result, args.out)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import gc
 import inspect
-import json
 import os
 import platform
 import random
@@ -52,6 +51,7 @@ if ROOT not in sys.path:
 import numpy as np  # noqa: E402
 
 import graphc  # noqa: E402
+from _report import write_json  # noqa: E402
 import graphc.ndarray as N  # noqa: E402
 from graphc.demo import build as demo_build  # noqa: E402
 from graphc.engine.checker import check_plan  # noqa: E402
@@ -405,10 +405,7 @@ def main(argv=None):
               "seconds": time.perf_counter() - started}
     print(markdown(rows))
     print(f"\n(total {result['seconds']:.1f} s)")
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {os.path.relpath(args.out)}")
+    write_json(result, args.out)
 
 
 if __name__ == "__main__":

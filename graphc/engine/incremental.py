@@ -95,7 +95,13 @@ class IncrementalSchedule:
                                                   lo < self.extent[v][2] and lo < hi)}
                 valid.add(i)
             if not restart:
-                break
+                # an output kept from an earlier run may have been overwritten by a
+                # step that ran before it in these same bytes: compute it again
+                lost = [i for i in self.roots if i not in valid and not run[i]]
+                for i in lost:
+                    run[i] = True
+                if not lost:
+                    break
         kernels = [self.kernels[i] for i in range(n) if run[i] and self.kernels[i] is not None]
         return kernels, frozenset(valid)
 

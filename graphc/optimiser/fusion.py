@@ -59,7 +59,7 @@ MATMUL_TRANSPOSE = Pass("matmul_transpose", [
 # -- fused multiply-add ----------------------------------------------------------
 def _fma(b, node):
     product = b["product"]
-    if product.shape != node.shape or product.dtype != node.dtype:
+    if product.shape != node.shape or product.dtype != node.dtype or node.size <= 1:
         return None
     return make(node, Op.make("fma"), [b["a"], b["b"], b["c"]])
 
@@ -142,7 +142,9 @@ def _overwritable_inputs(program, n_inputs):
 
 def _fuse(node, ctx):
     # a fused node never absorbs further parents: its program would need a second buffer
-    if not is_elementwise(node) or node.op.kind == "fused":
+    if not is_elementwise(node) or node.op.kind == "fused" or node.size <= 1:
+        # one element: nothing to save, and NumPy is slower writing a size-1
+        # array over itself (see engine/liveness._may_alias)
         return None
     for position, p in enumerate(node.parents):
         if (is_elementwise(p) and ctx.uses(p) == 1 and p.shape == node.shape

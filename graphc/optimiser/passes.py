@@ -86,32 +86,37 @@ def _size(roots):
 def optimise(roots: Sequence, passes=None, *, fast_math: bool = False,
              evaluate: Optional[Callable] = None, check: bool = False,
              max_rounds: int = 8) -> OptimiseResult:
-    """Rewrite the graph of ``roots`` with the chosen passes until it stops changing."""
+    """Rewrite the graph of ``roots`` with the chosen passes until it stops changing.
+
+    Each round applies every pass once, in pipeline order; rounds repeat until
+    one changes nothing (a pass applies its rules at each node until they
+    decline, so a second application within a round rarely finds anything).
+    """
     names = select_passes(passes, fast_math)
     table = dict(_STATIC)
     if evaluate is not None:
         table["fold"] = folding_pass(evaluate)
     roots = list(roots)
     report = []
+    nodes, edges = _size(roots)
     for _ in range(max_rounds):
         changed = False
+        present = {n.op.kind for n in topological_order(roots)}
         for name in names:
-            if name not in table:
+            pass_ = table.get(name)
+            if pass_ is None or not pass_.applies_to(present):
                 continue
-            pass_ = table[name]
-            for _ in range(max_rounds):
-                nodes, edges = _size(roots)
-                new_roots, changes = rewrite(roots, pass_.rewrite_node if (
-                    pass_.rules or pass_.function) else None, merge=pass_.merge)
-                if check:
-                    check_invariants(roots, new_roots, name)
-                after = _size(new_roots)
-                report.append(PassReport(name, changes, nodes, after[0], edges, after[1],
-                                         new_roots))
-                roots = new_roots
-                if not changes:
-                    break
-                changed = True
+            new_roots, changes = rewrite(roots, pass_.rewrite_node if (
+                pass_.rules or pass_.function) else None, merge=pass_.merge)
+            if not changes:
+                continue
+            if check:
+                check_invariants(roots, new_roots, name)
+            after = _size(new_roots)
+            report.append(PassReport(name, changes, nodes, after[0], edges, after[1],
+                                     new_roots))
+            roots, (nodes, edges) = new_roots, after
+            changed = True   # kinds made by this pass are seen by the next round
         if not changed:
             break
     return OptimiseResult(roots, report)

@@ -64,6 +64,12 @@ class Pass:
             for k in (kinds if isinstance(kinds, tuple) else (kinds,)):
                 self._index.setdefault(k, []).append(rule)
 
+    def applies_to(self, kinds: set) -> bool:
+        """Whether the pass can change a graph holding ops of these ``kinds``."""
+        if self.function is not None or self.merge or None in self._index:
+            return True
+        return not kinds.isdisjoint(self._index)
+
     def rewrite_node(self, node, ctx):
         if self.function is not None:
             return self.function(node, ctx)

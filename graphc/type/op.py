@@ -12,12 +12,39 @@ from dataclasses import dataclass
 from typing import Any
 
 
-@dataclass(frozen=True, slots=True)
+def _typed(value):
+    """``value`` with the type of every scalar in it, so ``0``, ``0.0`` and ``False``
+    (equal in Python) make different ops: they give different dtypes."""
+    if isinstance(value, tuple):
+        return tuple(_typed(v) for v in value)
+    return (type(value), value)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Op:
-    """The kind of an operation and its attributes as sorted ``(name, value)`` pairs."""
+    """The kind of an operation and its attributes as sorted ``(name, value)`` pairs.
+
+    Equality and hashing see the types of scalar attributes:
+
+    >>> Op.make("fill", value=0) == Op.make("fill", value=0.0)
+    False
+    """
 
     kind: str
     attrs: tuple[tuple[str, Any], ...] = ()
+
+    def _key(self):
+        return (self.kind, tuple((k, _typed(v)) for k, v in self.attrs))
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        if not isinstance(other, Op):
+            return NotImplemented
+        return self.kind == other.kind and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
 
     @staticmethod
     def make(kind: str, **attrs: Any) -> "Op":
