@@ -61,13 +61,14 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
         started = time.perf_counter()
         single = isinstance(outputs, Node)
         source = Graph(inputs, [outputs] if single else list(outputs), updates)
-        graph, report = source, []
+        graph, report, passes_run = source, [], ()
         passes = select_passes(optimise, fast_math)
         if passes:
             from .eager import evaluate
 
             roots = source.outputs + [value for _, value in source.updates]
             result = run_passes(roots, passes, evaluate=evaluate, check=check)
+            passes_run = passes
             report = result.report
             k = len(source.outputs)
             graph = Graph(source.inputs, result.roots[:k],
@@ -81,7 +82,7 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
         program = CpuProgram(graph, live, memory, seed)
         return Executable(graph, live, memory, program, single=single, copy_outputs=copy_outputs,
                           build_seconds=time.perf_counter() - started, source=source,
-                          report=report)
+                          report=report, passes=passes_run)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -108,10 +109,11 @@ class Executable:
     """A compiled graph: ``run`` it, ``assign`` its variables, read ``stats``."""
 
     def __init__(self, graph, live, plan, program, *, single, copy_outputs, build_seconds,
-                 source=None, report=()):
+                 source=None, report=(), passes=()):
         self.graph, self.liveness, self.plan, self.program = graph, live, plan, program
         self.source = source if source is not None else graph   # the graph before optimising
         self.report = list(report)
+        self._passes = tuple(passes)
         self._single, self._copy = single, copy_outputs
         self._build_seconds = build_seconds
         self._vars = {v.name: v for v in graph.inputs}
@@ -269,11 +271,18 @@ class Executable:
         the graph as written. Example: ``g.pass_report()``"""
         strategy = plan or self.plan.strategy
         rows = [dict(passes="(as written)", changes=0, **_graph_size(self.source, strategy))]
+        if not self._passes:
+            return rows
+        from .eager import evaluate
+
         k = len(self.source.outputs)
-        for name, changes, roots in _snapshots(self.report):
-            graph = Graph(self.source.inputs, roots[:k],
-                          {var: value for (var, _), value in zip(self.source.updates, roots[k:])})
-            rows.append(dict(passes=name, changes=changes, **_graph_size(graph, strategy)))
+        roots = self.source.outputs + [value for _, value in self.source.updates]
+        stepwise = run_passes(roots, self._passes, evaluate=evaluate, stepwise=True)
+        for r in stepwise.report:
+            graph = Graph(self.source.inputs, r.roots[:k],
+                          {var: value for (var, _), value in zip(self.source.updates,
+                                                                 r.roots[k:])})
+            rows.append(dict(passes=r.name, changes=r.changes, **_graph_size(graph, strategy)))
         return rows
 
     def memory_groups(self) -> dict[int, object]:
@@ -316,11 +325,6 @@ def _graph_size(graph, strategy) -> dict:
     return {"nodes": s["nodes"], "edges": s["edges"],
             "planned_bytes": make_plan(live, strategy).planned_bytes,
             "lower_bound_bytes": live.lower_bound_bytes()}
-
-
-def _snapshots(report):
-    """(pass name, changes, roots) after each pass application that changed something."""
-    return [(r.name, r.changes, r.roots) for r in report if r.changes]
 
 
 def load(path, **options) -> Executable:

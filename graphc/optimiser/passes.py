@@ -85,38 +85,73 @@ def _size(roots):
 
 def optimise(roots: Sequence, passes=None, *, fast_math: bool = False,
              evaluate: Optional[Callable] = None, check: bool = False,
-             max_rounds: int = 8) -> OptimiseResult:
+             stepwise: bool = False, max_rounds: int = 8) -> OptimiseResult:
     """Rewrite the graph of ``roots`` with the chosen passes until it stops changing.
 
-    Each round applies every pass once, in pipeline order; rounds repeat until
-    one changes nothing (a pass applies its rules at each node until they
-    decline, so a second application within a round rarely finds anything).
+    By default each round is one traversal that tries every pass at each node in
+    pipeline order (cheap: building must stay fast). With ``stepwise=True`` (or
+    ``check=True``) each round applies the passes one after another over the
+    whole graph, recording the graph after each and, with ``check``, running
+    the invariant checker between passes.
     """
     names = select_passes(passes, fast_math)
     table = dict(_STATIC)
     if evaluate is not None:
         table["fold"] = folding_pass(evaluate)
-    roots = list(roots)
+    chosen = [table[n] for n in names if n in table]
+    if stepwise or check:
+        return _stepwise(list(roots), chosen, check, max_rounds)
+    return _combined(list(roots), chosen, max_rounds)
+
+
+def _stepwise(roots, chosen, check, max_rounds) -> OptimiseResult:
     report = []
     nodes, edges = _size(roots)
     for _ in range(max_rounds):
         changed = False
         present = {n.op.kind for n in topological_order(roots)}
-        for name in names:
-            pass_ = table.get(name)
-            if pass_ is None or not pass_.applies_to(present):
+        for pass_ in chosen:
+            if not pass_.applies_to(present):
                 continue
             new_roots, changes = rewrite(roots, pass_.rewrite_node if (
                 pass_.rules or pass_.function) else None, merge=pass_.merge)
             if not changes:
                 continue
             if check:
-                check_invariants(roots, new_roots, name)
+                check_invariants(roots, new_roots, pass_.name)
             after = _size(new_roots)
-            report.append(PassReport(name, changes, nodes, after[0], edges, after[1],
+            report.append(PassReport(pass_.name, changes, nodes, after[0], edges, after[1],
                                      new_roots))
             roots, (nodes, edges) = new_roots, after
             changed = True   # kinds made by this pass are seen by the next round
         if not changed:
             break
+    return OptimiseResult(roots, report)
+
+
+def _combined(roots, chosen, max_rounds) -> OptimiseResult:
+    rewriting = [p for p in chosen if p.rules or p.function]
+    merge = any(p.merge for p in chosen)
+    report = []
+    nodes, edges = _size(roots)
+    for _ in range(max_rounds):
+        hits = dict.fromkeys((p.name for p in chosen), 0)
+
+        def every_pass(node, ctx):
+            for pass_ in rewriting:
+                result = pass_.rewrite_node(node, ctx)
+                if result is not None:
+                    hits[pass_.name] += 1
+                    return result
+            return None
+
+        new_roots, changes = rewrite(roots, every_pass, merge=merge)
+        if not changes:
+            break
+        if merge:  # what the rules did not do, merging did
+            hits["cse"] = changes - sum(v for k, v in hits.items() if k != "cse")
+        after = _size(new_roots)
+        report.extend(PassReport(name, n, nodes, after[0], edges, after[1], new_roots)
+                      for name, n in hits.items() if n)
+        roots, (nodes, edges) = new_roots, after
     return OptimiseResult(roots, report)

@@ -8,7 +8,7 @@ Op('sum', axis=(1,), keepdims=True)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -32,19 +32,30 @@ class Op:
 
     kind: str
     attrs: tuple[tuple[str, Any], ...] = ()
+    # (typed key, its hash), made on first use: rewrites hash ops often, and a
+    # fused node's attributes hold its whole program
+    _cache: Any = field(default=None, compare=False, repr=False)
 
     def _key(self):
-        return (self.kind, tuple((k, _typed(v)) for k, v in self.attrs))
+        cache = self._cache
+        if cache is None:
+            key = (self.kind, tuple((k, _typed(v)) for k, v in self.attrs))
+            cache = (key, hash(key))
+            object.__setattr__(self, "_cache", cache)
+        return cache
 
     def __eq__(self, other):
         if self is other:
             return True
         if not isinstance(other, Op):
             return NotImplemented
-        return self.kind == other.kind and self._key() == other._key()
+        if self.kind != other.kind:
+            return False
+        a, b = self._key(), other._key()
+        return a[1] == b[1] and a[0] == b[0]
 
     def __hash__(self):
-        return hash(self._key())
+        return self._key()[1]
 
     @staticmethod
     def make(kind: str, **attrs: Any) -> "Op":
