@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..type.kinds import may_overwrite
+from ..type.kinds import KINDS, may_overwrite
 
 #: kinds that own their memory and are never planned
 UNPLANNED = frozenset({"var", "const"})
@@ -76,8 +76,6 @@ def _may_alias(node, parent) -> bool:
 def kept_values(graph, keep) -> set[int]:
     """Ids of computed values that depend on no input outside ``keep`` (names) and
     on nothing drawn at random: values worth keeping between runs."""
-    from ..type.kinds import KINDS
-
     keep = set(keep)
     unknown = keep - {v.name for v in graph.inputs}
     if unknown:

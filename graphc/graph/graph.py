@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Mapping, Optional, Sequence
 
 from ..symbol.node import Node
-from ..symbol.traverse import consumer_counts, topological_order
+from ..symbol.traverse import topological_order
 from ..type.errors import GraphError
 
 
@@ -89,7 +89,3 @@ class Graph:
             if node.op.kind == "var" and id(node) not in input_ids:
                 raise GraphError(f"compile: variable {node.name!r}{_where(node)} is used by the "
                                  "outputs but is not among the inputs")
-
-    def consumer_counts(self) -> dict[int, int]:
-        """Edges leaving each node within this graph, by ``id(node)``."""
-        return consumer_counts(self.order)
