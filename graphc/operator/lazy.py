@@ -83,8 +83,12 @@ class LazyNamespace(Namespace):
         return Tensor.apply(op, parents)
 
     def _constant(self, array, name=None):
-        array = np.array(array, copy=True)
-        array.flags.writeable = False
+        array = np.asarray(array)
+        # a read-only array that owns its data is taken as a promise that it stays as
+        # it is, so large weights are adopted without a copy; anything else is copied
+        if array.flags.writeable or not array.flags.owndata:
+            array = np.array(array, copy=True)
+            array.flags.writeable = False
         as_dtype("const", array.dtype)
         return Tensor.leaf(_const_op(array), value=array, name=name)
 

@@ -1,0 +1,152 @@
+"""Compiled training and inference.
+
+:func:`compile_training` builds one graph per training step: the forward
+pass in training mode, the loss, its gradients (``N.grad``), the optimiser's
+updates and the batch-norm running statistics (as graph updates), and
+compiles it into one :class:`~graphc.Executable`. :func:`compile_inference`
+compiles the inference forward pass with the weights as constants (batch norm
+folded). :class:`EagerTrainer` is the same step without a graph.
+
+Example::
+
+    model = MnistCNN()
+    trainer = compile_training(model, SGD(0.01), (64, 1, 28, 28), seed=0)
+    for xb, yb in batches(x, y, 64):
+        loss = trainer.step(xb, yb)
+    predict = compile_inference(model, trainer.params(), (100, 1, 28, 28))
+    print(evaluate_accuracy(predict, x_test, y_test))
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..operator import NS as _LAZY
+from .folding import fold_batchnorm, frozen
+from .layers import BN_MOMENTUM
+
+
+class Trainer:
+    """A compiled training step. ``step(x, labels)`` runs it and returns the
+    loss; ``params()`` gives the current parameters and running statistics;
+    ``executable`` is the compiled graph (``stats()``, ``to_dot()``...)."""
+
+    def __init__(self, model, optimiser, executable, names, optimiser_names, batch_shape):
+        self.model, self.optimiser, self.executable = model, optimiser, executable
+        self.batch_shape = tuple(batch_shape)
+        self._names, self._optimiser_names = list(names), list(optimiser_names)
+        self.steps = 0
+
+    def step(self, x, labels) -> float:
+        """One training step on a batch; returns its loss (before the update).
+
+        Example: ``loss = trainer.step(images, labels)``
+        """
+        loss = self.executable.run(x=np.asarray(x, np.float32),
+                                   labels=np.asarray(labels, np.int64))
+        self.steps += 1
+        return float(loss)
+
+    def params(self) -> dict[str, np.ndarray]:
+        """Copies of the current parameters and running statistics, by name."""
+        return {n: self.executable.value(n) for n in self._names}
+
+    def optimiser_state(self) -> dict[str, np.ndarray]:
+        """Copies of the optimiser's state variables, by name."""
+        return {n: self.executable.value(n) for n in self._optimiser_names}
+
+    def __repr__(self) -> str:
+        return (f"<Trainer {self.model.name}, {type(self.optimiser).__name__}, batch "
+                f"{self.batch_shape}, {self.steps} steps>")
+
+
+def training_graph(model, optimiser, batch_shape, bn_momentum: float = BN_MOMENTUM):
+    """``(inputs, loss, updates, optimiser_state)`` of one training step, before
+    compiling: variables ``x`` (float32 ``batch_shape``), ``labels`` (int64), one
+    per model array (by its name) and per optimiser state variable.
+
+    Example: ``inputs, loss, updates, state = training_graph(model, SGD(0.1), (8, 1, 28, 28))``
+    """
+    N = _LAZY
+    batch_shape = tuple(batch_shape)
+    x = N.var("x", batch_shape)
+    labels = N.var("labels", (batch_shape[0],), np.int64)
+    variables = {p.name: N.var(p.name, p.shape) for p in model.specs()}
+    batch_stats = {}
+    logits = model.forward(N, variables, x, training=True, batch_stats=batch_stats)
+    loss = model.loss(N, logits, labels)
+    trainable = model.parameter_names()
+    grads = N.grad(loss, [variables[n] for n in trainable])
+    state, updates = optimiser.graph_updates({n: variables[n] for n in trainable},
+                                             dict(zip(trainable, grads)))
+    running = model.running_stat_updates(N, variables, batch_stats, bn_momentum)
+    updates.update({variables[n]: value for n, value in running.items()})
+    inputs = [x, labels, *variables.values(), *state]
+    return inputs, loss, updates, state
+
+
+def compile_training(model, optimiser, batch_shape, seed: int = 0,
+                     params: Optional[dict] = None, bn_momentum: float = BN_MOMENTUM,
+                     **compile_options) -> Trainer:
+    """Compile ``model``'s training step with ``optimiser`` for batches of
+    ``batch_shape`` (N, C, H, W) and return a :class:`Trainer`. The parameters
+    start from ``params`` (name -> array) or ``model.init(seed)``; ``seed`` also
+    seeds the graph's random ops (dropout). ``compile_options`` go to
+    ``graphc.compile`` (``plan="offsets"``, ``check=True``, ``optimise=...``).
+
+    Example: ``trainer = compile_training(MnistCNN(), Adam(1e-3), (64, 1, 28, 28))``
+    """
+    from ..compiler import compile as compile_graph
+
+    inputs, loss, updates, state = training_graph(model, optimiser, batch_shape, bn_momentum)
+    executable = compile_graph(inputs, loss, updates, seed=seed, **compile_options)
+    initial = model.init(seed) if params is None else params
+    names = [p.name for p in model.specs()]
+    missing = [n for n in names if n not in initial]
+    if missing:
+        raise KeyError(f"compile_training: params lack {len(missing)} of the model's arrays, "
+                       f"e.g. {missing[:3]}")
+    executable.assign(**{n: np.asarray(initial[n], np.float32) for n in names})
+    executable.assign(**{var.name: value for var, value in state.items()})
+    return Trainer(model, optimiser, executable, names, [v.name for v in state], batch_shape)
+
+
+def compile_inference(model, params: dict, batch_shape, fold: bool = True,
+                      **compile_options):
+    """An :class:`~graphc.Executable` mapping ``x`` (float32 ``batch_shape``) to
+    logits, with the weights as graph constants (not copied: they are the
+    read-only arrays of :func:`fold_batchnorm`); ``fold=False`` keeps the batch
+    norm nodes. ``compile_options`` go to ``graphc.compile``.
+
+    Example: ``predict = compile_inference(model, params, (100, 3, 224, 224)); logits = predict.run(x=images)``
+    """
+    from ..compiler import compile as compile_graph
+
+    weights = fold_batchnorm(model, params) if fold else {k: frozen(v) for k, v in
+                                                          params.items()}
+    x = _LAZY.var("x", tuple(batch_shape))
+    logits = model.forward(_LAZY, weights, x, training=False)
+    return compile_graph([x], logits, **compile_options)
+
+
+def evaluate_accuracy(predict, x: np.ndarray, y: np.ndarray) -> float:
+    """The fraction of ``x`` whose argmax logit equals ``y``, with ``predict`` an
+    executable from :func:`compile_inference` (a last partial batch is padded).
+
+    Example: ``accuracy = evaluate_accuracy(predict, x_test, y_test)``
+    """
+    batch = predict.graph.inputs[0].shape[0]
+    correct = 0
+    for start in range(0, len(x), batch):
+        xb = np.asarray(x[start:start + batch], np.float32)
+        n = len(xb)
+        if n < batch:
+            xb = np.concatenate([xb, np.zeros((batch - n,) + xb.shape[1:], np.float32)])
+        logits = predict.run(x=xb)
+        correct += int(np.sum(np.argmax(logits[:n], axis=1) == y[start:start + n]))
+    return correct / max(len(x), 1)
+
+
+__all__ = ["Trainer", "training_graph", "compile_training", "compile_inference",
+           "evaluate_accuracy"]
