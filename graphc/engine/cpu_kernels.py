@@ -23,6 +23,7 @@ import numpy as np
 from ..shape.indexing import decode_basic, decode_with_arrays
 from ..type.errors import GraphcError
 from ..type.kinds import KINDS, reference_function
+from .neural_kernels import NEURAL_KERNELS
 
 
 class KernelError(GraphcError, RuntimeError):
@@ -264,6 +265,7 @@ def _fused(op, ins, out, ctx):
 
 KERNELS.update({"matmul": _matmul, "fma": _fma, "fused_adagrad": _fused_adagrad,
                 "fused": _fused})
+KERNELS.update(NEURAL_KERNELS)
 
 
 def build_kernel(op, ins, out, ctx):

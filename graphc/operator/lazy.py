@@ -27,6 +27,7 @@ from .creation import CreationMixin, RandomFunctions
 from .elementwise import BINARY, UNARY, ElementwiseMixin
 from .linalg import LinalgMixin
 from .namespace import DEFAULT_DTYPE, Backend
+from .neural import NeuralMixin
 from .reductions import ReductionMixin
 from .shaping import ShapingMixin
 
@@ -44,7 +45,7 @@ def _const_op(array: np.ndarray) -> Op:
 
 
 class Namespace(ElementwiseMixin, ReductionMixin, LinalgMixin, ShapingMixin, CreationMixin,
-                Backend):
+                NeuralMixin, Backend):
     """Every NumPy-named function of graphc, for one backend."""
 
     def __init__(self):

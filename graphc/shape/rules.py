@@ -23,6 +23,7 @@ from ..type.kinds import KINDS
 from .broadcast import broadcast_shapes, check_broadcast_to
 from .dtypes import probe_dtype
 from .indexing import key_result_shape
+from .neural import NEURAL_RULES
 
 _INTP = np.dtype(np.intp)
 
@@ -261,6 +262,7 @@ def _fma(op, parents):
 
 
 RULES.update({"fma": _fma, "fused_adagrad": _same, "fused": _declared})
+RULES.update(NEURAL_RULES)
 
 
 def infer(op, parents) -> tuple[tuple[int, ...], np.dtype]:

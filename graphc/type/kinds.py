@@ -110,6 +110,17 @@ def _table() -> dict[str, OpKind]:
     add(OpKind("repeat", "shape", 1, "numpy.repeat"))
     add(OpKind("flip", "shape", 1, "numpy.flip"))
     add(OpKind("one_hot", "shape", 1, None))
+
+    # NCHW neural ops (semantics in graphc/shape/neural.py). Each reads windows of
+    # its inputs that overlap other output cells, so none may overwrite a parent.
+    for name, arity in [("conv2d", 2), ("conv2d_backward_input", 2),
+                        ("conv2d_backward_kernel", 2), ("max_pool2d", 1),
+                        ("max_pool2d_backward", 3), ("avg_pool2d", 1),
+                        ("avg_pool2d_backward", 1), ("lrn", 1), ("lrn_backward", 2)]:
+        add(OpKind(name, "neural", arity, None))
+    # made by the optimiser's lowering only: convolution windows as GEMM columns
+    add(OpKind("im2col", "neural", 1, None))
+    add(OpKind("col2im", "neural", 1, None))
     return {k.name: k for k in kinds}
 
 

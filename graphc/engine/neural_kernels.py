@@ -1,0 +1,366 @@
+"""CPU kernels of the NCHW neural ops: convolutions, poolings, local response
+normalisation, and the ``im2col``/``col2im`` steps the optimiser lowers
+convolutions into.
+
+Every window op is a loop over the kernel's *taps* ``(i, j)``: for one tap,
+the output cells whose input cell is not padding form a rectangle
+(``valid_range``), and the input cells they read are a strided slice. So
+im2col is ``kh * kw`` strided copies (zeros only on the padding strips),
+col2im ``kh * kw`` strided adds, max pooling ``kh * kw`` ``np.maximum`` with
+``out=``, and no padded copy of the input is ever made. Builders bind the
+views once; the scratch arrays of the direct (unlowered) convolutions are
+allocated once per build, so a compiled step allocates nothing per run.
+
+>>> import numpy as np
+>>> from graphc.type import Op
+>>> op = Op.make("max_pool2d", kernel=(2, 2), stride=(2, 2), padding=((0, 0), (0, 0)),
+...              ceil_mode=False)
+>>> x, out = np.arange(16.0).reshape(1, 1, 4, 4), np.empty((1, 1, 2, 2))
+>>> NEURAL_KERNELS["max_pool2d"](op, [x], out, None)(); out[0, 0]
+array([[ 5.,  7.],
+       [13., 15.]])
+"""
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from ..shape.neural import conv_output_size, valid_range
+
+
+# -- geometry ------------------------------------------------------------------------------
+def _axis_taps(out_size, size, kernel, stride, pad_before, dilation):
+    """Per tap along one axis: ``(lo, hi, input slice)``; the slice is ``None`` when
+    every output cell of the tap falls on padding."""
+    taps = []
+    for i in range(kernel):
+        offset = i * dilation - pad_before
+        lo, hi = valid_range(out_size, size, stride, offset)
+        start = lo * stride + offset
+        rows = slice(start, start + (hi - lo - 1) * stride + 1, stride) if hi > lo else None
+        taps.append((lo, hi, rows))
+    return taps
+
+
+def _taps(in_hw, out_hw, kernel, stride, padding, dilation=(1, 1)):
+    """Row-major list of ``(i, j, (lo_h, hi_h, rows), (lo_w, hi_w, cols))``."""
+    rows = _axis_taps(out_hw[0], in_hw[0], kernel[0], stride[0], padding[0][0], dilation[0])
+    cols = _axis_taps(out_hw[1], in_hw[1], kernel[1], stride[1], padding[1][0], dilation[1])
+    return [(i, j, r, c) for i, r in enumerate(rows) for j, c in enumerate(cols)]
+
+
+def _real_taps(in_hw, out_hw, kernel, stride, padding, dilation=(1, 1)):
+    """The taps with at least one real cell, as ``(i, j, out region, in rows, in cols)``
+    where ``out region`` indexes the ``(.., OH, OW)`` cells the tap reads input for."""
+    result = []
+    for i, j, (lo_h, hi_h, rows), (lo_w, hi_w, cols) in _taps(in_hw, out_hw, kernel, stride,
+                                                               padding, dilation):
+        if rows is not None and cols is not None:
+            region = (Ellipsis, slice(lo_h, hi_h), slice(lo_w, hi_w))
+            result.append((i, j, region, rows, cols))
+    return result
+
+
+def _conv_hw(in_hw, kernel, op):
+    (sh, sw), (ph, pw), (dh, dw) = op["stride"], op["padding"], op["dilation"]
+    return (conv_output_size(in_hw[0], kernel[0], sh, ph, dh),
+            conv_output_size(in_hw[1], kernel[1], sw, pw, dw))
+
+
+def _pointwise(op, kernel) -> bool:
+    """A 1x1, stride 1, unpadded convolution: a plain GEMM over the pixels."""
+    return (tuple(kernel) == (1, 1) and op["stride"] == (1, 1)
+            and op["padding"] == ((0, 0), (0, 0)))
+
+
+def _run_all(steps):
+    """One callable running ``steps`` in order."""
+    steps = tuple(steps)
+    if len(steps) == 1:
+        return steps[0]
+
+    def run():
+        for step in steps:
+            step()
+    return run
+
+
+def _contiguous(a, prelude):
+    """``a`` when C-contiguous (so its reshapes are views), else a scratch copy
+    refreshed by a step appended to ``prelude``."""
+    if a.flags.c_contiguous:
+        return a
+    copy = np.empty(a.shape, a.dtype)
+    prelude.append(partial(np.copyto, copy, a))
+    return copy
+
+
+def _shaped(a, shape):
+    """A view of the C-contiguous array ``a`` (an output or a scratch buffer) with ``shape``;
+    a kernel writing through a reshaped copy would silently lose its result."""
+    if not a.flags.c_contiguous:
+        raise ValueError(f"neural kernel: expected a C-contiguous buffer, got strides {a.strides}")
+    return a.reshape(shape)
+
+
+def _strips(view, lo_h, hi_h, lo_w, hi_w):
+    """The parts of a ``(.., OH, OW)`` view outside rows ``[lo_h, hi_h)`` x columns
+    ``[lo_w, hi_w)``: the cells of one tap that fall on padding."""
+    parts = [view[..., :lo_h, :], view[..., hi_h:, :], view[..., lo_h:hi_h, :lo_w],
+             view[..., lo_h:hi_h, hi_w:]]
+    return [p for p in parts if p.size]
+
+
+# -- im2col / col2im -------------------------------------------------------------------------
+def im2col_steps(x, cols, kernel, op, out_hw, layout="batch"):
+    """Steps filling ``cols`` with the windows of ``x`` (N, C, H, W): rows ordered
+    ``(C, kh, kw)``; ``layout="batch"`` gives ``(N, C*kh*kw, OH*OW)``, ``"flat"``
+    ``(C*kh*kw, N*OH*OW)``. One strided copy per tap plus zeros on its padding."""
+    n, c, h, w = x.shape
+    kh, kw = kernel
+    # view[i, j] is the (A, B, OH, OW) block of tap (i, j); src the image as (A, B, H, W)
+    if layout == "flat":
+        view = _shaped(cols, (c, kh, kw, n, *out_hw)).transpose(1, 2, 0, 3, 4, 5)
+        src = x.transpose(1, 0, 2, 3)
+    else:
+        view = _shaped(cols, (n, c, kh, kw, *out_hw)).transpose(2, 3, 0, 1, 4, 5)
+        src = x
+    steps = []
+    for i, j, (lo_h, hi_h, rows), (lo_w, hi_w, cs) in _taps(
+            (h, w), out_hw, kernel, op["stride"], op["padding"], op["dilation"]):
+        dst = view[i, j]
+        if rows is None or cs is None:
+            steps.append(partial(dst.fill, 0))
+            continue
+        steps.append(partial(np.copyto, dst[..., lo_h:hi_h, lo_w:hi_w], src[..., rows, cs]))
+        steps.extend(partial(s.fill, 0) for s in _strips(dst, lo_h, hi_h, lo_w, hi_w))
+    return steps
+
+
+def col2im_steps(cols, out, kernel, op, out_hw):
+    """Steps writing into ``out`` (N, C, H, W) the sum of the windows held in ``cols``
+    (``batch`` layout): zero it, then one strided add per tap."""
+    n, c, h, w = out.shape
+    steps = []
+    view = _contiguous(cols, steps).reshape(n, c, kernel[0], kernel[1], *out_hw)
+    steps.append(partial(out.fill, 0))
+    for i, j, region, rows, cs in _real_taps((h, w), out_hw, kernel, op["stride"],
+                                             op["padding"], op["dilation"]):
+        dst = out[..., rows, cs]
+        steps.append(partial(np.add, dst, view[:, :, i, j][region], dst))
+    return steps
+
+
+def _im2col(op, ins, out, ctx):
+    x = ins[0]
+    kernel = op["kernel"]
+    return _run_all(im2col_steps(x, out, kernel, op, _conv_hw(x.shape[2:], kernel, op),
+                                 op["layout"]))
+
+
+def _col2im(op, ins, out, ctx):
+    kernel = op["kernel"]
+    return _run_all(col2im_steps(ins[0], out, kernel, op,
+                                 _conv_hw(out.shape[2:], kernel, op)))
+
+
+# -- direct convolutions (eager mode, unoptimised graphs) ------------------------------------
+def _conv2d(op, ins, out, ctx):
+    """im2col into a scratch buffer, then one batched GEMM per group:
+    ``w (g, O/g, K/g) @ cols (N, g, K/g, L) -> (N, g, O/g, L)``, already NCHW."""
+    x, w = ins
+    prelude = []
+    groups = op["groups"]
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh, ow = out.shape[2:]
+    w3 = _contiguous(w, prelude).reshape(groups, o // groups, cg * kh * kw)
+    out4 = _shaped(out, (n, groups, o // groups, oh * ow))
+    if _pointwise(op, (kh, kw)):
+        cols = _contiguous(x, prelude).reshape(n, groups, cg, h * wd)
+        return _run_all(prelude + [partial(np.matmul, w3, cols, out4)])
+    cols = np.empty((n, c * kh * kw, oh * ow), x.dtype)
+    steps = im2col_steps(x, cols, (kh, kw), op, (oh, ow))
+    gemm = partial(np.matmul, w3, cols.reshape(n, groups, cg * kh * kw, oh * ow), out4)
+    return _run_all(prelude + steps + [gemm])
+
+
+def _conv2d_backward_input(op, ins, out, ctx):
+    """Columns ``w^T @ g`` per group, then col2im (a 1x1 convolution needs no col2im)."""
+    g, w = ins
+    prelude = []
+    groups = op["groups"]
+    n, c, h, wd = out.shape
+    o, cg, kh, kw = w.shape
+    oh, ow = g.shape[2:]
+    w_t = _contiguous(w, prelude).reshape(groups, o // groups, cg * kh * kw).swapaxes(-1, -2)
+    g4 = _contiguous(g, prelude).reshape(n, groups, o // groups, oh * ow)
+    if _pointwise(op, (kh, kw)):
+        return _run_all(prelude + [partial(np.matmul, w_t, g4,
+                                           _shaped(out, (n, groups, cg, h * wd)))])
+    cols = np.empty((n, c * kh * kw, oh * ow), out.dtype)
+    gemm = partial(np.matmul, w_t, g4, cols.reshape(n, groups, cg * kh * kw, oh * ow))
+    return _run_all(prelude + [gemm] + col2im_steps(cols, out, (kh, kw), op, (oh, ow)))
+
+
+def _conv2d_backward_kernel(op, ins, out, ctx):
+    """``g (g, O/g, N*L) @ cols^T`` with the columns channel-major, ``(K, N*L)``,
+    so the batch is summed inside the GEMM."""
+    x, g = ins
+    prelude = []
+    groups = op["groups"]
+    o, cg, kh, kw = out.shape
+    n, c = x.shape[:2]
+    oh, ow = g.shape[2:]
+    span = n * oh * ow
+    if n == 1:
+        g_t = _contiguous(g, prelude).reshape(groups, o // groups, span)
+    else:
+        channel_major = np.empty((o, n, oh, ow), g.dtype)
+        prelude.append(partial(np.copyto, channel_major, g.transpose(1, 0, 2, 3)))
+        g_t = channel_major.reshape(groups, o // groups, span)
+    if n == 1 and _pointwise(op, (kh, kw)):
+        cols = _contiguous(x, prelude).reshape(groups, cg, span)
+    else:
+        flat = np.empty((c * kh * kw, span), x.dtype)
+        prelude.extend(im2col_steps(x, flat, (kh, kw), op, (oh, ow), "flat"))
+        cols = flat.reshape(groups, cg * kh * kw, span)
+    gemm = partial(np.matmul, g_t, cols.swapaxes(-1, -2),
+                   _shaped(out, (groups, o // groups, cg * kh * kw)))
+    return _run_all(prelude + [gemm])
+
+
+# -- pooling --------------------------------------------------------------------------------
+def _pool_taps(op, x_shape, out_shape):
+    return _real_taps(x_shape[2:], out_shape[2:], op["kernel"], op["stride"], op["padding"])
+
+
+def _pool_counts(op, in_hw, out_hw, dtype):
+    """The divisor of each output cell of an average pooling, as PyTorch: the window
+    clipped to the padded input, or to the input without ``count_include_pad``."""
+    sizes = []
+    for size, out_size, k, s, pad in zip(in_hw, out_hw, op["kernel"], op["stride"],
+                                         op["padding"]):
+        start = np.arange(out_size) * s - pad[0]
+        end = np.minimum(start + k, size + pad[1])
+        if not op["count_include_pad"]:
+            start, end = np.maximum(start, 0), np.minimum(end, size)
+        sizes.append(end - start)
+    return np.multiply.outer(*sizes).astype(dtype)
+
+
+def _accumulate(out, taps, combine, first_value):
+    """Steps combining each tap's slice into ``out``: the first tap that covers all
+    of ``out`` is copied instead of combined, else ``out`` starts at ``first_value``."""
+    steps, start = [], None
+    for region, src in taps:
+        dst = out[region]
+        if start is None and dst.shape == out.shape:
+            start = partial(np.copyto, out, src)
+            continue
+        steps.append(combine(dst, src))
+    return [start if start is not None else partial(out.fill, first_value)] + steps
+
+
+def _max_pool2d(op, ins, out, ctx):
+    x = ins[0]
+    taps = [(region, x[..., rows, cs]) for _, _, region, rows, cs in
+            _pool_taps(op, x.shape, out.shape)]
+    return _run_all(_accumulate(out, taps, lambda d, s: partial(np.maximum, d, s, out=d),
+                                -np.inf))
+
+
+def _max_pool2d_backward(op, ins, out, ctx):
+    """Per tap in row-major order: cells equal to their window's maximum and not yet
+    claimed by an earlier tap take the window's gradient."""
+    x, y, g = ins
+    claimed, match = np.empty(y.shape, np.bool_), np.empty(y.shape, np.bool_)
+    steps = [partial(out.fill, 0), partial(claimed.fill, False)]
+    for _, _, region, rows, cs in _pool_taps(op, x.shape, y.shape):
+        m, done, dst = match[region], claimed[region], out[..., rows, cs]
+        steps += [partial(np.equal, x[..., rows, cs], y[region], m),
+                  partial(np.greater, m, done, m),       # equal and not claimed
+                  partial(np.logical_or, done, m, done),
+                  partial(np.add, dst, g[region], dst, where=m)]
+    return _run_all(steps)
+
+
+def _avg_pool2d(op, ins, out, ctx):
+    x = ins[0]
+    counts = _pool_counts(op, x.shape[2:], out.shape[2:], out.dtype)
+    taps = [(region, x[..., rows, cs]) for _, _, region, rows, cs in
+            _pool_taps(op, x.shape, out.shape)]
+    steps = _accumulate(out, taps, lambda d, s: partial(np.add, d, s, d), 0)
+    return _run_all(steps + [partial(np.divide, out, counts, out)])
+
+
+def _avg_pool2d_backward(op, ins, out, ctx):
+    g = ins[0]
+    counts = _pool_counts(op, out.shape[2:], g.shape[2:], out.dtype)
+    share = np.empty(g.shape, g.dtype)
+    steps = [partial(np.divide, g, counts, share), partial(out.fill, 0)]
+    for _, _, region, rows, cs in _pool_taps(op, out.shape, g.shape):
+        dst = out[..., rows, cs]
+        steps.append(partial(np.add, dst, share[region], dst))
+    return _run_all(steps)
+
+
+# -- local response normalisation ----------------------------------------------------------
+def _window_sum(src, dst, offsets):
+    """Steps setting ``dst[:, c] = sum(src[:, c + d] for d in offsets)`` over the
+    channels that exist (``offsets`` contains 0)."""
+    channels = src.shape[1]
+    steps = [partial(np.copyto, dst, src)]
+    for d in offsets:
+        lo, hi = max(0, -d), min(channels, channels - d)
+        if d and hi > lo:
+            steps.append(partial(np.add, dst[:, lo:hi], src[:, lo + d:hi + d], dst[:, lo:hi]))
+    return steps
+
+
+def _lrn_window(size):
+    """Channel offsets of PyTorch's window: ``size // 2`` before, ``(size - 1) // 2`` after."""
+    return range(-(size // 2), (size - 1) // 2 + 1)
+
+
+def _lrn(op, ins, out, ctx):
+    """``x / (k + alpha / size * sum of x^2 over the window) ** beta``."""
+    x = ins[0]
+    size, alpha, beta, k = op["size"], op["alpha"], op["beta"], op["k"]
+    squares = np.empty(x.shape, x.dtype)
+    steps = [partial(np.multiply, x, x, squares)]
+    steps += _window_sum(squares, out, _lrn_window(size))
+    steps += [partial(np.multiply, out, alpha / size, out), partial(np.add, out, k, out),
+              partial(np.power, out, -beta, out), partial(np.multiply, out, x, out)]
+    return _run_all(steps)
+
+
+def _lrn_backward(op, ins, out, ctx):
+    """With ``D = k + alpha / size * S`` (``S`` the window sums of squares):
+    ``dx_j = g_j D_j^-beta - 2 alpha beta / size * x_j * sum over the windows c that
+    hold j of g_c x_c D_c^(-beta-1)``."""
+    x, g = ins
+    size, alpha, beta, k = op["size"], op["alpha"], op["beta"], op["k"]
+    a, b = np.empty(x.shape, x.dtype), np.empty(x.shape, x.dtype)
+    steps = [partial(np.multiply, x, x, a)]
+    steps += _window_sum(a, b, _lrn_window(size))
+    steps += [partial(np.multiply, b, alpha / size, b), partial(np.add, b, k, b),   # D
+              partial(np.power, b, -beta, out), partial(np.multiply, out, g, out),
+              partial(np.power, b, -beta - 1.0, b),
+              partial(np.multiply, x, b, a), partial(np.multiply, a, g, a)]
+    # the windows holding channel j are those centred from j - (size-1)//2 to j + size//2
+    steps += _window_sum(a, b, range(-((size - 1) // 2), size // 2 + 1))
+    steps += [partial(np.multiply, b, x, b), partial(np.multiply, b, 2.0 * alpha * beta / size, b),
+              partial(np.subtract, out, b, out)]
+    return _run_all(steps)
+
+
+#: kind -> kernel builder, merged into :data:`graphc.engine.cpu_kernels.KERNELS`
+NEURAL_KERNELS = {
+    "conv2d": _conv2d, "conv2d_backward_input": _conv2d_backward_input,
+    "conv2d_backward_kernel": _conv2d_backward_kernel, "max_pool2d": _max_pool2d,
+    "max_pool2d_backward": _max_pool2d_backward, "avg_pool2d": _avg_pool2d,
+    "avg_pool2d_backward": _avg_pool2d_backward, "lrn": _lrn, "lrn_backward": _lrn_backward,
+    "im2col": _im2col, "col2im": _col2im,
+}

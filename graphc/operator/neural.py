@@ -1,0 +1,330 @@
+"""Neural-network functions on NCHW arrays: convolutions, poolings, local
+response normalisation and their backward ops, plus composites built from
+existing ops (softmax, cross-entropy, batch norm, dropout, linear, flatten).
+
+Arguments are normalised here, so the ops always carry plain Python ints:
+``stride=(sh, sw)``, ``padding=((top, bottom), (left, right))``,
+``dilation=(dh, dw)``. ``padding`` may be an int, a pair ``(ph, pw)``, the
+normalised pair of pairs, ``"valid"`` (none) or ``"same"`` (TensorFlow's:
+``ceil(H / stride)`` outputs, the odd pixel padded at the bottom/right).
+
+>>> import graphc.eager as E, numpy as np
+>>> x = np.ones((1, 1, 4, 4), np.float32); w = np.ones((2, 1, 3, 3), np.float32)
+>>> E.conv2d(x, w, padding="same")[0, 0]
+array([[4., 6., 6., 4.],
+       [6., 9., 9., 6.],
+       [6., 9., 9., 6.],
+       [4., 6., 6., 4.]], dtype=float32)
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+from ..shape.axes import normalize_axis
+from ..shape.neural import same_padding
+from ..type.errors import DTypeError, ShapeError
+
+
+# -- argument normalisation ----------------------------------------------------------------
+def _int(opname, name, value) -> int:
+    if isinstance(value, bool):
+        raise ShapeError(f"{opname}: {name} must be an int, got {value!r}")
+    try:
+        return int(operator.index(value))
+    except TypeError:
+        raise ShapeError(f"{opname}: {name} must be an int, got {value!r}") from None
+
+
+def pair(opname: str, name: str, value, minimum: int = 1) -> tuple[int, int]:
+    """``value`` (an int or two ints) as a pair of Python ints ``>= minimum``.
+
+    >>> pair("conv2d", "stride", 2)
+    (2, 2)
+    """
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ShapeError(f"{opname}: {name} must be an int or a pair of ints, got {value!r}")
+        result = (_int(opname, name, value[0]), _int(opname, name, value[1]))
+    else:
+        result = (_int(opname, name, value),) * 2
+    if min(result) < minimum:
+        raise ShapeError(f"{opname}: {name} must be at least {minimum}, got {value!r}")
+    return result
+
+
+def padding_pairs(opname: str, padding, in_hw, kernel, stride, dilation=(1, 1)):
+    """``padding`` in any accepted form as ``((top, bottom), (left, right))``.
+
+    >>> padding_pairs("conv2d", "same", (224, 224), (7, 7), (2, 2))
+    ((2, 3), (2, 3))
+    """
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0), (0, 0)
+        if padding == "same":
+            return tuple(same_padding(n, k, s, d) for n, k, s, d in
+                         zip(in_hw, kernel, stride, dilation))
+        raise ShapeError(f"{opname}: padding must be an int, a pair, ((top, bottom), "
+                         f"(left, right)), 'same' or 'valid'; got {padding!r}")
+    if isinstance(padding, (tuple, list)) and len(padding) == 2 and all(
+            isinstance(p, (tuple, list)) for p in padding):
+        return tuple(pair(opname, "padding", p, minimum=0) for p in padding)
+    ph, pw = pair(opname, "padding", padding, minimum=0)
+    return (ph, ph), (pw, pw)
+
+
+def _spatial(opname, what, shape):
+    if len(shape) != 4:
+        raise ShapeError(f"{opname}: {what} must be 4-D (N, C, H, W), got shape {tuple(shape)}")
+    return tuple(shape[2:])
+
+
+def _shape4(opname, what, shape):
+    try:
+        result = tuple(_int(opname, what, d) for d in shape)
+    except TypeError:
+        raise ShapeError(f"{opname}: {what} must be a 4-tuple of ints, got {shape!r}") from None
+    if len(result) != 4:
+        raise ShapeError(f"{opname}: {what} must be a 4-tuple of ints, got {shape!r}")
+    return result
+
+
+class NeuralMixin:
+    # -- convolution ---------------------------------------------------------------------
+    def _conv_attrs(self, opname, in_shape, kernel_shape, stride, padding, dilation, groups):
+        in_hw = _spatial(opname, "the input", in_shape)
+        if len(kernel_shape) != 4:
+            raise ShapeError(f"{opname}: the kernel must be 4-D (O, C/groups, kh, kw), got "
+                             f"shape {tuple(kernel_shape)}")
+        stride = pair(opname, "stride", stride)
+        dilation = pair(opname, "dilation", dilation)
+        return dict(stride=stride, dilation=dilation, groups=_int(opname, "groups", groups),
+                    padding=padding_pairs(opname, padding, in_hw, kernel_shape[2:], stride,
+                                          dilation))
+
+    def conv2d(self, x, w, stride=1, padding=0, dilation=1, groups=1):
+        """2-D cross-correlation (deep learning's convolution) of ``x`` (N, C, H, W) with
+        ``w`` (O, C // groups, kh, kw), giving (N, O, OH, OW).
+
+        Example: ``N.conv2d(x, w, stride=2, padding="same")``
+        """
+        x, w = self._lift(x), self._lift(w)
+        attrs = self._conv_attrs("conv2d", x.shape, w.shape, stride, padding, dilation, groups)
+        return self._op("conv2d", [x, w], **attrs)
+
+    def conv2d_backward_input(self, g, w, input_shape, stride=1, padding=0, dilation=1,
+                              groups=1):
+        """The gradient of ``sum(conv2d(x, w) * g)`` with respect to ``x`` (of shape
+        ``input_shape``): the transposed convolution of ``g`` with ``w``.
+
+        Example: ``N.conv2d_backward_input(g, w, x.shape, stride=2, padding=1)``
+        """
+        g, w = self._lift(g), self._lift(w)
+        shape = _shape4("conv2d_backward_input", "input_shape", input_shape)
+        attrs = self._conv_attrs("conv2d_backward_input", shape, w.shape, stride, padding,
+                                 dilation, groups)
+        return self._op("conv2d_backward_input", [g, w], shape=shape, **attrs)
+
+    def conv2d_backward_kernel(self, x, g, kernel_shape, stride=1, padding=0, dilation=1,
+                               groups=1):
+        """The gradient of ``sum(conv2d(x, w) * g)`` with respect to ``w`` (of shape
+        ``kernel_shape``).
+
+        Example: ``N.conv2d_backward_kernel(x, g, w.shape, padding="same")``
+        """
+        x, g = self._lift(x), self._lift(g)
+        shape = _shape4("conv2d_backward_kernel", "kernel_shape", kernel_shape)
+        attrs = self._conv_attrs("conv2d_backward_kernel", x.shape, shape, stride, padding,
+                                 dilation, groups)
+        return self._op("conv2d_backward_kernel", [x, g], shape=shape, **attrs)
+
+    # -- pooling ---------------------------------------------------------------------------
+    def _pool_attrs(self, opname, in_shape, kernel, stride, padding, ceil_mode):
+        in_hw = _spatial(opname, "the input", in_shape)
+        kernel = pair(opname, "kernel", kernel)
+        stride = kernel if stride is None else pair(opname, "stride", stride)
+        return dict(kernel=kernel, stride=stride, ceil_mode=bool(ceil_mode),
+                    padding=padding_pairs(opname, padding, in_hw, kernel, stride))
+
+    def max_pool2d(self, x, kernel, stride=None, padding=0, ceil_mode=False):
+        """Maximum over ``kernel`` windows of ``x`` (N, C, H, W), moved by ``stride``
+        (default: the kernel). Padded cells never win; ``ceil_mode`` keeps a last
+        partial window (as PyTorch).
+
+        Example: ``N.max_pool2d(x, 3, stride=2, padding=1)``
+        """
+        x = self._lift(x)
+        return self._op("max_pool2d", [x], **self._pool_attrs(
+            "max_pool2d", x.shape, kernel, stride, padding, ceil_mode))
+
+    def max_pool2d_backward(self, x, y, g, kernel, stride=None, padding=0, ceil_mode=False):
+        """The gradient of ``sum(max_pool2d(x) * g)`` with respect to ``x``, given the
+        pooled ``y``: each window's gradient goes to its first maximal cell
+        (row-major), summed where windows overlap.
+
+        Example: ``N.max_pool2d_backward(x, y, g, 2)``
+        """
+        x, y, g = self._lift(x), self._lift(y), self._lift(g)
+        return self._op("max_pool2d_backward", [x, y, g], **self._pool_attrs(
+            "max_pool2d_backward", x.shape, kernel, stride, padding, ceil_mode))
+
+    def avg_pool2d(self, x, kernel, stride=None, padding=0, ceil_mode=False,
+                   count_include_pad=True):
+        """Mean over ``kernel`` windows of ``x`` (N, C, H, W). The divisor counts the
+        padding cells inside the padded input when ``count_include_pad`` (PyTorch's
+        rule), else only the input cells.
+
+        Example: ``N.avg_pool2d(x, 2)``
+        """
+        x = self._lift(x)
+        attrs = self._pool_attrs("avg_pool2d", x.shape, kernel, stride, padding, ceil_mode)
+        return self._op("avg_pool2d", [x], count_include_pad=bool(count_include_pad), **attrs)
+
+    def avg_pool2d_backward(self, g, input_shape, kernel, stride=None, padding=0,
+                            ceil_mode=False, count_include_pad=True):
+        """The gradient of ``sum(avg_pool2d(x) * g)`` with respect to ``x`` (of shape
+        ``input_shape``). Example: ``N.avg_pool2d_backward(g, x.shape, 2)``"""
+        g = self._lift(g)
+        shape = _shape4("avg_pool2d_backward", "input_shape", input_shape)
+        attrs = self._pool_attrs("avg_pool2d_backward", shape, kernel, stride, padding,
+                                 ceil_mode)
+        return self._op("avg_pool2d_backward", [g], shape=shape,
+                        count_include_pad=bool(count_include_pad), **attrs)
+
+    # -- local response normalisation ------------------------------------------------------
+    @staticmethod
+    def _lrn_attrs(opname, size, alpha, beta, k):
+        return dict(size=_int(opname, "size", size), alpha=float(alpha), beta=float(beta),
+                    k=float(k))
+
+    def lrn(self, x, size=5, alpha=1e-4, beta=0.75, k=1.0):
+        """Local response normalisation across channels (axis 1), as PyTorch's
+        ``LocalResponseNorm``: ``x / (k + alpha / size * sum of x**2 over size
+        neighbouring channels) ** beta``. Example: ``N.lrn(x, size=5)``"""
+        x = self._lift(x)
+        return self._op("lrn", [x], **self._lrn_attrs("lrn", size, alpha, beta, k))
+
+    def lrn_backward(self, x, g, size=5, alpha=1e-4, beta=0.75, k=1.0):
+        """The gradient of ``sum(lrn(x) * g)`` with respect to ``x``.
+
+        Example: ``N.lrn_backward(x, g, size=5)``
+        """
+        x, g = self._lift(x), self._lift(g)
+        return self._op("lrn_backward", [x, g],
+                        **self._lrn_attrs("lrn_backward", size, alpha, beta, k))
+
+    # -- composites ---------------------------------------------------------------------------
+    def _floats(self, opname, *xs):
+        xs = [self._lift(x) for x in xs]
+        for x in xs:
+            if x.dtype.kind != "f":
+                raise DTypeError(f"{opname}: expected floating-point arrays, got {x.dtype}")
+        return xs
+
+    def softmax(self, x, axis=-1):
+        """``exp(x) / sum(exp(x))`` along ``axis``, shifted by the maximum so it never
+        overflows. Example: ``N.softmax(logits, axis=-1)``"""
+        (x,) = self._floats("softmax", x)
+        axis = normalize_axis("softmax", axis, x.ndim)
+        e = self.exp(self.subtract(x, self.max(x, axis=axis, keepdims=True)))
+        return self.divide(e, self.sum(e, axis=axis, keepdims=True))
+
+    def log_softmax(self, x, axis=-1):
+        """``x - logsumexp(x)`` along ``axis``. Example: ``N.log_softmax(logits)``"""
+        (x,) = self._floats("log_softmax", x)
+        axis = normalize_axis("log_softmax", axis, x.ndim)
+        return self.subtract(x, self.logsumexp(x, axis=axis, keepdims=True))
+
+    def softmax_cross_entropy(self, logits, labels):
+        """Mean over the batch of ``-sum(labels * log_softmax(logits), -1)``: a scalar.
+        ``labels`` (one-hot or probabilities, the shape of ``logits``) are cast to the
+        logits' dtype. Example: ``N.softmax_cross_entropy(logits, onehot)``"""
+        (logits,) = self._floats("softmax_cross_entropy", logits)
+        labels = self._lift(labels)
+        if labels.shape != logits.shape:
+            raise ShapeError(f"softmax_cross_entropy: labels of shape {labels.shape} must have "
+                             f"the shape of the logits {logits.shape}")
+        if logits.ndim == 0:
+            raise ShapeError("softmax_cross_entropy: the logits need a class axis, got a 0-d "
+                             "array")
+        if labels.dtype != logits.dtype:
+            labels = self.astype(labels, logits.dtype)
+        per_example = self.sum(self.multiply(labels, self.log_softmax(logits, -1)), axis=-1)
+        return self.negative(self.mean(per_example))
+
+    def global_avg_pool2d(self, x):
+        """The mean of each channel of ``x`` (N, C, H, W): shape (N, C).
+
+        Example: ``N.global_avg_pool2d(features)``
+        """
+        (x,) = self._floats("global_avg_pool2d", x)
+        _spatial("global_avg_pool2d", "the input", x.shape)
+        return self.mean(x, axis=(2, 3))
+
+    def linear(self, x, w, b=None):
+        """``x @ w + b`` with ``w`` of shape (in, out). Example: ``N.linear(h, w, b)``"""
+        y = self.matmul(x, w)
+        return y if b is None else self.add(y, b)
+
+    def flatten(self, x):
+        """``x`` as (N, everything else). Example: ``N.flatten(features)``"""
+        x = self._lift(x)
+        if x.ndim == 0:
+            raise ShapeError("flatten: expected an array with a batch axis, got a 0-d array")
+        return self.reshape(x, (x.shape[0], math.prod(x.shape[1:])))
+
+    def _per_channel(self, opname, x, *params):
+        """Channel parameters of shape (C,) reshaped to broadcast over axis 1 of ``x``."""
+        if x.ndim < 2:
+            raise ShapeError(f"{opname}: the input needs a channel axis 1, got shape {x.shape}")
+        c = x.shape[1]
+        for p in params:
+            if p.shape != (c,):
+                raise ShapeError(f"{opname}: per-channel parameters must have shape ({c},) "
+                                 f"for an input of shape {x.shape}, got {p.shape}")
+        shape = (c,) + (1,) * (x.ndim - 2)
+        return [self.reshape(p, shape) for p in params]
+
+    def batch_norm(self, x, gamma, beta, mean, var, eps=1e-5):
+        """Inference batch normalisation over channel axis 1:
+        ``(x - mean) / sqrt(var + eps) * gamma + beta``, folded into one scale and
+        shift per channel. Example: ``N.batch_norm(x, gamma, beta, running_mean, running_var)``
+        """
+        x, gamma, beta, mean, var = self._floats("batch_norm", x, gamma, beta, mean, var)
+        scale = self.divide(gamma, self.sqrt(self.add(var, float(eps))))
+        shift = self.subtract(beta, self.multiply(mean, scale))
+        scale, shift = self._per_channel("batch_norm", x, scale, shift)
+        return self.add(self.multiply(x, scale), shift)
+
+    def batch_norm_train(self, x, gamma, beta, eps=1e-5):
+        """Training batch normalisation: returns ``(y, batch_mean, batch_var)`` with the
+        statistics over every axis but 1 and the biased variance.
+
+        Example: ``y, mu, var = N.batch_norm_train(x, gamma, beta)``
+        """
+        x, gamma, beta = self._floats("batch_norm_train", x, gamma, beta)
+        self._per_channel("batch_norm_train", x, gamma, beta)
+        axes = (0,) + tuple(range(2, x.ndim))
+        mean = self.mean(x, axis=axes)
+        (mean_c,) = self._per_channel("batch_norm_train", x, mean)
+        centred = self.subtract(x, mean_c)
+        var = self.mean(self.square(centred), axis=axes)
+        scale = self.divide(gamma, self.sqrt(self.add(var, float(eps))))
+        scale_c, beta_c = self._per_channel("batch_norm_train", x, scale, beta)
+        return self.add(self.multiply(centred, scale_c), beta_c), mean, var
+
+    def dropout(self, x, rate, training=True):
+        """``x * bernoulli(1 - rate) / (1 - rate)``, a fresh mask on every run (seeded by
+        ``graphc.compile(seed=)``); ``x`` itself when not ``training`` or ``rate == 0``.
+
+        Example: ``N.dropout(h, 0.5)``
+        """
+        (x,) = self._floats("dropout", x)
+        rate = float(rate)
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"dropout: rate must be in [0, 1), got {rate}")
+        if not training or rate == 0.0:
+            return x
+        mask = self.random.bernoulli(1.0 - rate, x.shape, x.dtype)
+        return self.divide(self.multiply(x, mask), 1.0 - rate)
