@@ -21,8 +21,12 @@ import numpy as np
 
 
 def frozen(array) -> np.ndarray:
-    """A read-only array that owns its data (a copy of ``array``), the form graph
-    constants adopt without copying. Example: ``w = frozen(w)``"""
+    """A read-only array that owns its data, the form graph constants adopt
+    without copying: ``array`` itself if it already is one, else a copy.
+    Example: ``w = frozen(w)``"""
+    if (isinstance(array, np.ndarray) and array.flags.owndata and not array.flags.writeable
+            and array.flags.c_contiguous):
+        return array
     out = np.array(array, copy=True, order="C")
     out.flags.writeable = False
     return out
@@ -31,8 +35,9 @@ def frozen(array) -> np.ndarray:
 def fold_batchnorm(model, params: dict) -> dict[str, np.ndarray]:
     """Inference parameters for ``model``: every ``ConvBN`` pair folded into a
     convolution with bias (computed in float64, stored in the weights' dtype), the
-    other arrays copied; batch norm entries dropped. ``model.forward(ns, folded, x)``
-    computes the same logits as the inference forward with ``params``.
+    other arrays copied (unless already read-only and owning their data); batch norm
+    entries dropped. ``model.forward(ns, folded, x)`` computes the same logits as the
+    inference forward with ``params``. Folding folded parameters returns the same arrays.
 
     Example: ``folded = fold_batchnorm(model, trainer.params())``
     """
@@ -40,6 +45,8 @@ def fold_batchnorm(model, params: dict) -> dict[str, np.ndarray]:
     dropped = set()
     for layer in model.conv_bn_layers():
         conv, bn = layer.conv.name, layer.bn.name
+        if f"{bn}.weight" not in params and f"{conv}.bias" in params:
+            continue  # folded already: passed on below as it is
         w = np.asarray(params[f"{conv}.weight"])
         gamma, beta, mean, var = (np.asarray(params[f"{bn}.{k}"], np.float64) for k in
                                   ("weight", "bias", "running_mean", "running_var"))
