@@ -126,16 +126,43 @@ def im2col_steps(x, cols, kernel, op, out_hw, layout="batch"):
     else:
         view = _shaped(cols, (n, c, kh, kw, *out_hw)).transpose(2, 3, 0, 1, 4, 5)
         src = x
-    steps = []
-    for i, j, (lo_h, hi_h, rows), (lo_w, hi_w, cs) in _taps(
-            (h, w), out_hw, kernel, op["stride"], op["padding"], op["dilation"]):
+    taps = _taps((h, w), out_hw, kernel, op["stride"], op["padding"], op["dilation"])
+    steps, read = _phases(src, taps, op["stride"], kh * kw)
+    for i, j, (lo_h, hi_h, rows), (lo_w, hi_w, cs) in taps:
         dst = view[i, j]
         if rows is None or cs is None:
             steps.append(partial(dst.fill, 0))
             continue
-        steps.append(partial(np.copyto, dst[..., lo_h:hi_h, lo_w:hi_w], src[..., rows, cs]))
+        steps.append(partial(np.copyto, dst[..., lo_h:hi_h, lo_w:hi_w], read(rows, cs)))
         steps.extend(partial(s.fill, 0) for s in _strips(dst, lo_h, hi_h, lo_w, hi_w))
     return steps
+
+
+def _phases(src, taps, stride, n_taps):
+    """``(steps, read)``: ``read(rows, cols)`` gives the cells of one tap. With a
+    stride, a tap reads every ``s``-th cell, a copy NumPy runs 3-4x slower than a
+    unit-stride one; when there are more taps than stride phases, the image is
+    first split once into its ``sh * sw`` phases (``src[..., p::sh, q::sw]``, a
+    scratch the size of the image) and every tap reads one phase at unit stride."""
+    sh, sw = stride
+    if sh * sw == 1 or n_taps <= sh * sw:
+        return [], lambda rows, cols: src[..., rows, cols]
+    phases, steps = {}, []
+    for _, _, (_, _, rows), (_, _, cols) in taps:
+        if rows is not None and cols is not None:
+            key = (rows.start % sh, cols.start % sw)
+            if key not in phases:
+                part = src[..., key[0]::sh, key[1]::sw]
+                phases[key] = np.empty(part.shape, part.dtype)
+                steps.append(partial(np.copyto, phases[key], part))
+
+    def read(rows, cols):
+        start_h, start_w = rows.start // sh, cols.start // sw
+        count_h, count_w = len(range(rows.start, rows.stop, sh)), len(range(cols.start,
+                                                                             cols.stop, sw))
+        phase = phases[rows.start % sh, cols.start % sw]
+        return phase[..., start_h:start_h + count_h, start_w:start_w + count_w]
+    return steps, read
 
 
 def col2im_steps(cols, out, kernel, op, out_hw):

@@ -22,16 +22,17 @@ from ..symbol.traverse import edge_count, topological_order
 from .fold import folding_pass
 from .fusion import ADAGRAD, FMA, FUSE_ELEMENTWISE, MATMUL_TRANSPOSE
 from .invariants import check_invariants
+from .lowering import LOWERING
 from .rewriter import Pass, rewrite
 from .simplify import EXPANSIONS, FAST_MATH, SIMPLIFY
 
 CSE = Pass("cse", merge=True, doc="identical op, attributes and parents -> one node")
 
 #: pass names in pipeline order; "fold" is made per call (it needs an evaluator)
-PIPELINE = ("cse", "fold", "simplify", "drop_expansions", "fast_math", "matmul_transpose",
-            "adagrad", "fma", "fuse_elementwise")
-_STATIC = {p.name: p for p in (CSE, SIMPLIFY, EXPANSIONS, FAST_MATH, MATMUL_TRANSPOSE, ADAGRAD,
-                               FMA, FUSE_ELEMENTWISE)}
+PIPELINE = ("cse", "fold", "simplify", "drop_expansions", "fast_math", "lowering",
+            "matmul_transpose", "adagrad", "fma", "fuse_elementwise")
+_STATIC = {p.name: p for p in (CSE, SIMPLIFY, EXPANSIONS, FAST_MATH, LOWERING, MATMUL_TRANSPOSE,
+                               ADAGRAD, FMA, FUSE_ELEMENTWISE)}
 DEFAULT = tuple(n for n in PIPELINE if n != "fast_math")
 
 

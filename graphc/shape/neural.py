@@ -249,7 +249,7 @@ def columns_shape(opname, x_shape, op) -> tuple:
     kh, kw = op["kernel"]
     n, _, oh, ow = conv_output_shape(opname, x_shape, (1, x_shape[1], kh, kw), _kernel_op(op))
     k = x_shape[1] * kh * kw
-    return (k, n * oh * ow) if op["layout"] == "flat" else (n, k, oh * ow)
+    return (k, n * oh * ow) if op.get("layout") == "flat" else (n, k, oh * ow)
 
 
 def _im2col(op, parents):
