@@ -117,10 +117,10 @@ def test_diamond():
     assert [blocks.place[id(n)] for n in (a, b, c, d)] == [(0, 0), (1, 0), (0, 0), (0, 0)]
     assert blocks.aliases == {id(c): id(a), id(d): id(c)}
     assert offsets.buffers == [2 * S]
-    assert offsets.place[id(a)] == offsets.place[id(c)]
-    assert offsets.place[id(b)] == offsets.place[id(d)]
+    # d continues the older of the two chains that end at it (a -> c), not b's
+    assert offsets.place[id(a)] == offsets.place[id(c)] == offsets.place[id(d)]
     assert offsets.place[id(a)] != offsets.place[id(b)]
-    assert offsets.aliases == {id(c): id(a), id(d): id(b)}
+    assert offsets.aliases == {id(c): id(a), id(d): id(c)}
 
 
 def test_diamond_with_one_side_an_output():

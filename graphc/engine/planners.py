@@ -10,7 +10,7 @@ Two strategies report the same :class:`Plan`:
 - ``"offsets"`` (TFLite's greedy by size): one arena; in-place chains are
   merged first, then values are placed largest first into the best-fitting
   gap among those whose lifetimes overlap theirs; the same is tried longest-
-  lived first, and the smaller arena is kept.
+  lived first and largest size x lifetime first, and the smallest arena is kept.
 
 >>> import graphc.ndarray as N
 >>> from graphc.graph import Graph
@@ -98,15 +98,19 @@ def _merge_inplace_chains(live: Liveness):
     aliases: dict[int, int] = {}
     for n in live.steps:
         i = live.step_of[id(n)]
-        for p in live.inplace.get(id(n), ()):
-            c = chains[chain_of[id(p)]]
-            if c[1] == i and c[3][-1] is p:
-                c[1] = live.last_use[id(n)]
-                c[2] = max(c[2], n.nbytes)
-                c[3].append(n)
-                chain_of[id(n)] = chain_of[id(p)]
-                aliases[id(n)] = id(p)
-                break
+        # continue the oldest chain that ends here: a residual stream (x + f(x)) then
+        # keeps one place for the whole network instead of alternating between two
+        open_chains = [chain_of[id(p)] for p in live.inplace.get(id(n), ())
+                       if chains[chain_of[id(p)]][1] == i
+                       and chains[chain_of[id(p)]][3][-1] is p]
+        if open_chains:
+            k = min(open_chains, key=lambda k: chains[k][0])
+            c = chains[k]
+            aliases[id(n)] = id(c[3][-1])
+            c[1] = live.last_use[id(n)]
+            c[2] = max(c[2], n.nbytes)
+            c[3].append(n)
+            chain_of[id(n)] = k
         else:
             chain_of[id(n)] = len(chains)
             chains.append([i, live.last_use[id(n)], n.nbytes, [n]])
@@ -150,13 +154,17 @@ def _place(chains, order):
 
 def plan_offsets(live: Liveness) -> Plan:
     """One arena: in-place chains merged, then placed largest first (TFLite's
-    greedy by size) and, separately, longest-lived first; the smaller arena
-    wins, as XLA keeps the better of its two heuristics."""
+    greedy by size), longest-lived first, and largest size x lifetime first;
+    the smallest arena wins, as XLA keeps the better of its heuristics."""
     chains, chain_of, aliases = _merge_inplace_chains(live)
     ids = range(len(chains))
     by_size = sorted(ids, key=lambda c: (-chains[c][2], chains[c][0], c))
     by_lifetime = sorted(ids, key=lambda c: (chains[c][0] - chains[c][1], -chains[c][2], c))
-    offsets, arena = min((_place(chains, order) for order in (by_size, by_lifetime)),
+    # size x lifetime: big short-lived workspaces (im2col columns) then yield to the
+    # long-lived values around them, which greedy-by-size would stack above them
+    by_area = sorted(ids, key=lambda c: (-chains[c][2] * (chains[c][1] - chains[c][0] + 1),
+                                         chains[c][0], c))
+    offsets, arena = min((_place(chains, order) for order in (by_size, by_lifetime, by_area)),
                          key=lambda result: result[1])
     plan = Plan("offsets", [arena], aliases=aliases)
     for n in live.steps:
