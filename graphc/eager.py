@@ -2,12 +2,19 @@
 evaluated at once on NumPy arrays with the CPU engine's kernels. It is the
 "without graph" baseline: every call allocates its result, nothing is planned.
 
+``E.grad(f)`` and ``E.value_and_grad(f)`` differentiate a function written
+with these functions (reverse mode, on a tape: see :mod:`graphc.algodiff.tape`).
+
 >>> import graphc.eager as E, numpy as np
 >>> E.sum(E.exp(np.zeros((2, 3))), axis=1)
 array([3., 3.])
+>>> E.grad(lambda x: E.sum(E.square(x)))(np.array([1.0, 2.0]))
+array([2., 4.])
 """
 import numpy as _np
 
+from .algodiff import tape as _tape
+from .algodiff.tape import Traced as _Traced, grad, value_and_grad
 from .engine.cpu import RunContext as _RunContext
 from .engine.cpu_kernels import build_kernel as _build_kernel
 from .operator import public_functions as _public
@@ -26,6 +33,9 @@ class EagerNamespace(_Namespace):
         self.random.seed = self.context.seed
 
     def _apply(self, op, parents):
+        for p in parents:  # the only cost of the tape outside grad: one test per parent
+            if p.__class__ is _Traced:
+                return _tape.record(self._apply, op, parents)
         try:
             shape, dtype = _infer(op, parents)
         except _GraphcError as exc:
@@ -38,10 +48,12 @@ class EagerNamespace(_Namespace):
         return _np.asarray(array)
 
     def _is_value(self, x):
-        return isinstance(x, _np.ndarray)
+        return isinstance(x, (_np.ndarray, _Traced))
 
     def _known(self, x):
-        return x if isinstance(x, _np.ndarray) else None
+        if isinstance(x, _np.ndarray):
+            return x
+        return x.value if isinstance(x, _Traced) else None
 
     def variable(self, name, shape=(), dtype=None):
         raise TypeError("var: named variables exist only in graph mode (graphc.ndarray); "
@@ -62,6 +74,14 @@ def evaluate(op, arrays):
     _build_kernel(op, list(arrays), out, _NS.context)()
     return out
 
+
+def _ufunc_names():
+    from .operator.lazy import _UFUNCS  # NumPy ufunc name -> namespace function
+
+    return dict(_UFUNCS)
+
+
+_tape.bind(_NS, _ufunc_names())
 globals().update(_public(_NS))
 random = _NS.random
-__all__ = sorted(list(_public(_NS)) + ["evaluate"])
+__all__ = sorted(list(_public(_NS)) + ["evaluate", "grad", "value_and_grad"])

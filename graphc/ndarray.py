@@ -7,10 +7,12 @@ function names, but every call builds a graph node instead of computing.
 >>> h.shape
 (64, 10)
 
-See :func:`graphc.compile` to turn nodes into a runnable, memory-planned graph.
+See :func:`graphc.compile` to turn nodes into a runnable, memory-planned graph,
+and :func:`grad` (``N.grad(loss, wrt)``) for gradients as graph nodes.
 """
 import numpy as _np
 
+from .algodiff.reverse import grad
 from .operator import NS as _NS, Tensor, public_functions as _public
 
 globals().update(_public(_NS))
@@ -19,5 +21,5 @@ pi, e, inf, nan = _np.pi, _np.e, _np.inf, _np.nan
 float32, float64, int32, int64, bool_ = (_np.float32, _np.float64, _np.int32, _np.int64,
                                          _np.bool_)
 
-__all__ = sorted(list(_public(_NS)) + ["Tensor", "newaxis", "pi", "e", "inf", "nan",
+__all__ = sorted(list(_public(_NS)) + ["Tensor", "grad", "newaxis", "pi", "e", "inf", "nan",
                                        "float32", "float64", "int32", "int64", "bool_"])

@@ -1,0 +1,162 @@
+"""Reverse-mode differentiation: walk from the loss back to the variables,
+summing each value's gradient over its consumers and applying the rules.
+
+:func:`backward` is written once over a small view of the graph (how to get a
+node's parents, and the value a rule should see for a node), so it serves the
+lazy graph (:func:`grad`, exported as ``N.grad``) and the eager tape
+(:mod:`.tape`) alike. Only values that are floats and lie on a path from a
+requested variable to the loss get gradients; the rest is pruned before any
+rule runs, and a rule is told which of its inputs want one.
+
+>>> import graphc, graphc.ndarray as N, numpy as np
+>>> x = N.var("x", (3,), np.float64)
+>>> dx = grad(N.sum(N.square(x)), x)
+>>> graphc.compile([x], dx).run(x=np.array([1.0, 2.0, 3.0]))
+array([2., 4., 6.])
+"""
+from __future__ import annotations
+
+from ..operator.lazy import NS
+from ..symbol.node import Node
+from ..type.errors import DTypeError, GraphcError, GraphError, ShapeError
+from .common import is_float, unbroadcast
+from .rules import rule_for
+
+
+def _order(root, parents_of):
+    """Nodes reachable from ``root``, parents first (iterative post-order DFS)."""
+    order, seen = [], {id(root)}
+    stack = [(root, iter(parents_of(root)))]
+    while stack:
+        node, parents = stack[-1]
+        for p in parents:
+            if id(p) not in seen:
+                seen.add(id(p))
+                stack.append((p, iter(parents_of(p))))
+                break
+        else:
+            stack.pop()
+            order.append(node)
+    return order
+
+
+def _where(node):
+    where = getattr(node, "where", None)
+    return f" (node {node.label()} made at {where})" if where else ""
+
+
+def _conform(ns, grad, parent, node):
+    """A rule's gradient for ``parent`` with the parent's shape and dtype."""
+    if tuple(grad.shape) != tuple(parent.shape):
+        try:
+            grad = unbroadcast(ns, grad, parent.shape)
+        except GraphcError:
+            raise GraphError(f"grad: the rule of {node.op.kind} gave a gradient of shape "
+                             f"{grad.shape} for an input of shape {parent.shape}") from None
+    if grad.dtype != parent.dtype:
+        grad = ns.astype(grad, parent.dtype)
+    return grad
+
+
+def backward(ns, root, targets, seed, parents_of, value_of):
+    """Gradients of ``root`` (seeded with ``seed``, of root's shape) with respect to
+    each of ``targets``: a list with ``None`` where ``root`` does not depend on one.
+
+    ``parents_of(node)`` gives a node's parents (anything that is not a node has
+    none); ``value_of(node)`` the value the rules compute with.
+    """
+    order = _order(root, parents_of)
+    target_ids = {id(t) for t in targets}
+    relevant = set()  # float values that depend on a target
+    for n in order:
+        if is_float(n.dtype) and (id(n) in target_ids
+                                  or any(id(p) in relevant for p in parents_of(n))):
+            relevant.add(id(n))
+    pending = {id(root): [seed]} if id(root) in relevant else {}
+    found = {}
+    for n in reversed(order):
+        parts = pending.pop(id(n), None)
+        if not parts:
+            continue
+        g = parts[0]
+        for part in parts[1:]:
+            g = ns.add(g, part)
+        if id(n) in target_ids:
+            found[id(n)] = g
+        parents = parents_of(n)
+        needs = tuple(id(p) in relevant for p in parents)
+        if not any(needs):
+            continue
+        rule = rule_for(n.op.kind)
+        if rule is None:
+            continue
+        try:
+            grads = rule(ns, n.op, [value_of(p) for p in parents], value_of(n), g, needs)
+        except GraphcError as exc:
+            raise type(exc)(f"{exc}{_where(n)}") from None
+        for p, need, gp in zip(parents, needs, grads):
+            if need and gp is not None:
+                pending.setdefault(id(p), []).append(_conform(ns, gp, p, n))
+    return [found.get(id(t)) for t in targets]
+
+
+def _lazy_parents(node):
+    return node.parents
+
+
+def _identity(node):
+    return node
+
+
+def grad(loss, wrt, seed=None):
+    """The gradient of ``loss`` with respect to ``wrt`` (one node or a list of
+    nodes) as new graph nodes, each with its variable's shape and dtype (zeros
+    where ``loss`` does not depend on it). ``loss`` must be a float scalar,
+    unless ``seed`` (an array or node of ``loss``'s shape) gives the gradient
+    flowing into it: then the result is the vector-Jacobian product.
+
+    Example::
+
+        loss = N.mean(N.square(x @ w - y))
+        dw, dx = N.grad(loss, [w, x])
+        step = graphc.compile([x, w, y], loss, updates={w: w - 0.1 * dw})
+    """
+    single = isinstance(wrt, Node)
+    targets = [wrt] if single else list(wrt) if isinstance(wrt, (list, tuple)) else None
+    if targets is None:
+        raise GraphError(f"grad: wrt must be a graph node or a list of nodes, got "
+                         f"{type(wrt).__name__}")
+    if not isinstance(loss, Node):
+        raise GraphError(f"grad: the loss must be a graph node (built with graphc.ndarray), "
+                         f"got {type(loss).__name__}")
+    for i, t in enumerate(targets):
+        if not isinstance(t, Node):
+            raise GraphError(f"grad: wrt[{i}] is a {type(t).__name__}, not a graph node; "
+                             "pass the N.var (or other node) to differentiate with respect to")
+        if not is_float(t.dtype):
+            raise DTypeError(f"grad: cannot differentiate with respect to {t.label()} of dtype "
+                             f"{t.dtype}: gradients need floating-point values")
+    seed = check_loss(NS, loss, seed, loss.label())
+    grads = backward(NS, loss, targets, seed, _lazy_parents, _identity)
+    grads = [NS.zeros(t.shape, t.dtype) if g is None else g for t, g in zip(targets, grads)]
+    return grads[0] if single else grads
+
+
+def check_loss(ns, loss, seed, label):
+    """The seed gradient of ``loss`` after checking that it can be differentiated."""
+    if not is_float(loss.dtype):
+        raise DTypeError(f"grad: the loss {label} has dtype {loss.dtype}; only floating-point "
+                         "losses can be differentiated")
+    if seed is None:
+        if tuple(loss.shape) != ():
+            raise ShapeError(f"grad: the loss {label} has shape {tuple(loss.shape)}; it must "
+                             "be a scalar (reduce it with sum or mean), or pass seed= with the "
+                             "gradient of that shape")
+        return ns.ones((), loss.dtype)
+    seed = ns._lift(seed)
+    if tuple(seed.shape) != tuple(loss.shape):
+        raise ShapeError(f"grad: seed of shape {tuple(seed.shape)} does not match the loss "
+                         f"{label} of shape {tuple(loss.shape)}")
+    if not is_float(seed.dtype) and seed.dtype.kind not in "iub":
+        raise DTypeError(f"grad: seed must be numeric, got {seed.dtype}")
+    return seed if seed.dtype == loss.dtype else ns.astype(seed, loss.dtype)

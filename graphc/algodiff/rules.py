@@ -1,0 +1,51 @@
+"""The registry of gradient rules, keyed by op kind like every other layer's.
+
+``GRADIENTS[kind]`` is ``rule(ns, op, inputs, output, g, needs=None)`` (see
+:mod:`.common`): one gradient per input, built with the functions of the
+namespace ``ns``, so the same rule emits graph nodes (``graphc.ndarray``) or
+computes arrays (``graphc.eager``). ``NON_DIFFERENTIABLE`` lists the kinds
+that pass no gradient on: leaves, creation and random draws, comparisons and
+logical ops, piecewise-constant maths, integer-valued results. Every kind in
+``KINDS`` is in exactly one of the two (a test checks it, so a new kind needs a
+decision here). ``delay`` has a rule that raises: it wraps Python code.
+
+>>> from graphc.type.kinds import KINDS
+>>> sorted(set(KINDS) - set(GRADIENTS) - NON_DIFFERENTIABLE)
+[]
+"""
+from __future__ import annotations
+
+from ..type.errors import GraphError
+from . import elementwise, neural, reductions, shaping
+
+
+def _delay(ns, op, inputs, output, g, needs=None):
+    fn = op["fn"]
+    name = getattr(fn, "__name__", repr(fn))
+    raise GraphError(f"grad: cannot differentiate through delay node calling {name}: it runs "
+                     "arbitrary NumPy code with no gradient rule; build that part from "
+                     "graphc functions, or keep the delay off the path from the variables "
+                     "to the loss")
+
+
+GRADIENTS: dict = {}
+NON_DIFFERENTIABLE: set = {"var", "const", "fill", "random_uniform", "random_normal",
+                           "random_bernoulli"}
+for _module in (elementwise, reductions, shaping, neural):
+    GRADIENTS.update(_module.GRADIENTS)
+    NON_DIFFERENTIABLE |= _module.NON_DIFFERENTIABLE
+GRADIENTS["delay"] = _delay
+
+
+def rule_for(kind: str):
+    """The gradient rule of ``kind``; ``None`` for a non-differentiable kind; a
+    :class:`GraphError` for a kind with no decision.
+
+    >>> rule_for("less") is None, callable(rule_for("exp"))
+    (True, True)
+    """
+    rule = GRADIENTS.get(kind)
+    if rule is not None or kind in NON_DIFFERENTIABLE:
+        return rule
+    raise GraphError(f"grad: no gradient rule for op kind {kind!r}; add one to "
+                     "graphc/algodiff (GRADIENTS) or list it in NON_DIFFERENTIABLE")
