@@ -15,13 +15,13 @@ from .mnist import MnistCNN
 from .model import Model
 from .optimisers import SGD, AdaGrad, Adam, Optimiser
 from .resnet import ResNet, resnet50
-from .training import (Trainer, compile_inference, compile_training, evaluate_accuracy,
+from .training import (EagerTrainer, Trainer, compile_inference, compile_training, evaluate_accuracy,
                        training_graph)
 
 __all__ = ["Model", "MnistCNN", "ResNet", "resnet50", "InceptionV3", "inception_v3",
            "Param", "Context", "Conv", "ConvBN", "BatchNorm", "Dense", "BN_MOMENTUM",
            "fold_batchnorm", "frozen", "Optimiser", "SGD", "AdaGrad", "Adam",
-           "Trainer", "training_graph", "compile_training", "compile_inference",
+           "Trainer", "EagerTrainer", "training_graph", "compile_training", "compile_inference",
            "evaluate_accuracy", "Dataset", "IDXError", "read_idx", "write_idx",
            "load_mnist_format", "load_fashion_mnist", "load_or_synthetic", "synthetic_mnist",
            "batches"]

@@ -5,7 +5,8 @@ pass in training mode, the loss, its gradients (``N.grad``), the optimiser's
 updates and the batch-norm running statistics (as graph updates), and
 compiles it into one :class:`~graphc.Executable`. :func:`compile_inference`
 compiles the inference forward pass with the weights as constants (batch norm
-folded). :class:`EagerTrainer` is the same step without a graph.
+folded). :class:`EagerTrainer` is the same step without a graph
+(``graphc.eager.value_and_grad`` and the optimiser's ``eager_step``).
 
 Example::
 
@@ -22,6 +23,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..algodiff.reverse import grad
 from ..operator import NS as _LAZY
 from .folding import fold_batchnorm, frozen
 from .layers import BN_MOMENTUM
@@ -61,6 +63,61 @@ class Trainer:
                 f"{self.batch_shape}, {self.steps} steps>")
 
 
+class EagerTrainer:
+    """The training step without a graph, for comparison with :class:`Trainer`:
+    the forward pass on ``graphc.eager``, gradients by ``E.value_and_grad`` (the
+    eager tape), the optimiser's :meth:`~.Optimiser.eager_step` on NumPy arrays and
+    the running statistics updated as in the graph. Every op allocates its result.
+    ``seed`` restarts ``graphc.eager``'s random generator (dropout), which is shared.
+
+    Example: ``trainer = EagerTrainer(MnistCNN(), SGD(0.01)); loss = trainer.step(x, y)``
+    """
+
+    def __init__(self, model, optimiser, params: Optional[dict] = None, seed: int = 0,
+                 bn_momentum: float = BN_MOMENTUM):
+        from .. import eager as E
+
+        self.model, self.optimiser, self._E = model, optimiser, E
+        initial = model.init(seed) if params is None else params
+        self._params = {p.name: np.array(initial[p.name], np.float32) for p in model.specs()}
+        self._trainable = model.parameter_names()
+        self.state = optimiser.init_eager({n: self._params[n] for n in self._trainable})
+        self.bn_momentum = bn_momentum
+        self.steps = 0
+        E.random.seed(seed)
+
+    def step(self, x, labels) -> float:
+        """One training step on a batch; returns its loss (before the update)."""
+        E, model, names = self._E, self.model, self._trainable
+        x, labels = np.asarray(x, np.float32), np.asarray(labels, np.int64)
+        stats = {}
+
+        def loss_of(*arrays):
+            params = dict(self._params, **dict(zip(names, arrays)))
+            logits = model.forward(E, params, x, training=True, batch_stats=stats)
+            return model.loss(E, logits, labels)
+
+        loss, grads = E.value_and_grad(loss_of, argnums=tuple(range(len(names))))(
+            *[self._params[n] for n in names])
+        self.optimiser.eager_step({n: self._params[n] for n in names}, dict(zip(names, grads)),
+                                  self.state)
+        plain = {bn: (_plain(m), _plain(v), count) for bn, (m, v, count) in stats.items()}
+        for name, value in model.running_stat_updates(np, self._params, plain,
+                                                      self.bn_momentum).items():
+            np.copyto(self._params[name], value, casting="same_kind")
+        self.steps += 1
+        return float(loss)
+
+    def params(self) -> dict[str, np.ndarray]:
+        """Copies of the current parameters and running statistics, by name."""
+        return {n: v.copy() for n, v in self._params.items()}
+
+
+def _plain(value) -> np.ndarray:
+    """The array of a value recorded on the eager tape (statistics need no gradient)."""
+    return getattr(value, "value", value)
+
+
 def training_graph(model, optimiser, batch_shape, bn_momentum: float = BN_MOMENTUM):
     """``(inputs, loss, updates, optimiser_state)`` of one training step, before
     compiling: variables ``x`` (float32 ``batch_shape``), ``labels`` (int64), one
@@ -77,7 +134,7 @@ def training_graph(model, optimiser, batch_shape, bn_momentum: float = BN_MOMENT
     logits = model.forward(N, variables, x, training=True, batch_stats=batch_stats)
     loss = model.loss(N, logits, labels)
     trainable = model.parameter_names()
-    grads = N.grad(loss, [variables[n] for n in trainable])
+    grads = grad(loss, [variables[n] for n in trainable]) if trainable else []
     state, updates = optimiser.graph_updates({n: variables[n] for n in trainable},
                                              dict(zip(trainable, grads)))
     running = model.running_stat_updates(N, variables, batch_stats, bn_momentum)
@@ -148,5 +205,5 @@ def evaluate_accuracy(predict, x: np.ndarray, y: np.ndarray) -> float:
     return correct / max(len(x), 1)
 
 
-__all__ = ["Trainer", "training_graph", "compile_training", "compile_inference",
+__all__ = ["Trainer", "EagerTrainer", "training_graph", "compile_training", "compile_inference",
            "evaluate_accuracy"]
