@@ -120,14 +120,20 @@ BINARY = {
 
 
 def unary_rule(d):
-    """A rule from ``d(ns, op, x, y, g)``."""
+    """A rule from ``d(ns, op, x, y, g)``.
+
+    Example: ``unary_rule(lambda ns, op, x, y, g: ns.multiply(g, ns.cos(x)))`` for ``sin``.
+    """
     def rule(ns, op, inputs, output, g, needs=None):
         return [fit(ns, d(ns, op, inputs[0], output, g), inputs[0])]
     return rule
 
 
 def binary_rule(da, db):
-    """A rule from one derivative per operand, summed back over broadcasting."""
+    """A rule from one derivative per operand, summed back over broadcasting.
+
+    Example: ``binary_rule(*BINARY["multiply"])`` is the rule of ``multiply``.
+    """
     def rule(ns, op, inputs, output, g, needs=None):
         a, b = inputs
         return [fit(ns, d(ns, op, a, b, output, g), x) if wants(needs, i) else None

@@ -16,7 +16,7 @@ import string
 
 import numpy as np
 
-from .common import expand_reduced, fit, kept_shape, wants
+from .common import expand_reduced, fit, wants
 
 
 def _sum(ns, op, inputs, output, g, needs=None):
@@ -96,6 +96,9 @@ def einsum_operand_grad(ns, spec: str, other_spec: str, out_spec: str, g, other,
     from one einsum of ``g`` and ``other``; letters only in this operand were
     summed, so the gradient is constant along them (broadcast); a letter
     repeated in the operand (a diagonal) gets the gradient on the diagonal only.
+
+    Example: for ``einsum("ij,jk->ik", a, b)``,
+    ``einsum_operand_grad(ns, "ij", "jk", "ik", g, b, a.shape)`` is ``g @ b.T``.
     """
     unique = "".join(dict.fromkeys(spec))
     keep = "".join(c for c in unique if c in out_spec or c in other_spec)
@@ -149,5 +152,4 @@ def _dot(ns, op, inputs, output, g, needs=None):
 GRADIENTS = {"sum": _sum, "mean": _mean, "prod": _prod, "max": _extreme, "min": _extreme,
              "matmul": _matmul, "dot": _dot, "einsum": _einsum}
 NON_DIFFERENTIABLE = {"any", "all", "argmax", "argmin"}
-__all__ = ["GRADIENTS", "NON_DIFFERENTIABLE", "einsum_operand_grad", "dot_subscripts",
-           "kept_shape"]
+__all__ = ["GRADIENTS", "NON_DIFFERENTIABLE", "einsum_operand_grad", "dot_subscripts"]

@@ -64,6 +64,9 @@ def backward(ns, root, targets, seed, parents_of, value_of):
 
     ``parents_of(node)`` gives a node's parents (anything that is not a node has
     none); ``value_of(node)`` the value the rules compute with.
+
+    Example (graph mode; :func:`grad` does this):
+    ``backward(NS, loss, [w], NS.ones((), loss.dtype), lambda n: n.parents, lambda n: n)``
     """
     order = _order(root, parents_of)
     target_ids = {id(t) for t in targets}
@@ -143,7 +146,11 @@ def grad(loss, wrt, seed=None):
 
 
 def check_loss(ns, loss, seed, label):
-    """The seed gradient of ``loss`` after checking that it can be differentiated."""
+    """The seed gradient of ``loss`` after checking that it can be differentiated.
+
+    Example: ``check_loss(NS, loss, None, loss.label())`` is ``ones((), loss.dtype)``
+    for a float scalar ``loss``, and raises for any other.
+    """
     if not is_float(loss.dtype):
         raise DTypeError(f"grad: the loss {label} has dtype {loss.dtype}; only floating-point "
                          "losses can be differentiated")

@@ -27,7 +27,7 @@ import operator
 
 import numpy as np
 
-from ..type.errors import DTypeError, GraphError, ShapeError
+from ..type.errors import DTypeError, ShapeError
 from .common import is_float
 from .reverse import backward, check_loss
 
@@ -310,4 +310,4 @@ def grad(f, argnums=0):
     return gradient
 
 
-__all__ = ["Traced", "bind", "record", "grad", "value_and_grad", "GraphError"]
+__all__ = ["Traced", "bind", "record", "grad", "value_and_grad"]
