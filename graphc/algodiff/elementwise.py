@@ -42,7 +42,8 @@ UNARY = {
     "erf": lambda ns, op, x, y, g: ns.multiply(
         g, ns.multiply(ns.exp(ns.negative(ns.square(x))), _TWO_OVER_SQRT_PI)),
     "sigmoid": lambda ns, op, x, y, g: ns.multiply(g, ns.multiply(y, ns.subtract(1.0, y))),
-    "relu": lambda ns, op, x, y, g: ns.where(ns.greater(x, 0), g, 0.0),
+    # from the output, so the pre-activation need not live until the backward pass
+    "relu": lambda ns, op, x, y, g: ns.where(ns.greater(y, 0), g, 0.0),
     "copy": lambda ns, op, x, y, g: g,
     # float -> float only (other casts carry no gradient); the driver casts g back
     "astype": lambda ns, op, x, y, g: g,
