@@ -1,7 +1,9 @@
 """Convolution speed on the CPU: a compiled graph (lowered to im2col + GEMM, the
 column buffer planned), the same graph with ``optimise=False`` (the direct
 kernel, its columns in a scratch buffer bound once) and eager mode
-(``graphc.eager.conv2d``: kernel built and buffers allocated on every call).
+(``graphc.eager.conv2d``: kernel built and buffers allocated on every call);
+for scale, the same convolution written in plain NumPy (``np.pad``,
+``sliding_window_view``, a column copy, ``np.matmul``) and the GEMM alone.
 
 Cases (float32, batch 1): a ResNet 3x3 conv 64->64 on 56x56 (padding 1) and
 the ResNet/Inception stem, a 7x7 stride-2 conv 3->64 on 224x224 (padding 3);
@@ -45,6 +47,17 @@ def median_time(fn, repeats):
     return statistics.median(times)
 
 
+def numpy_conv(x, w, stride=1, padding=0):
+    """What one writes in plain NumPy: pad, window view, a copy into columns, GEMM."""
+    o, c, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))
+    win = win[:, :, ::stride, ::stride]                    # (N, C, OH, OW, kh, kw)
+    n, _, oh, ow = win.shape[:4]
+    cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
+    return np.maximum(np.matmul(w.reshape(o, -1), cols).reshape(n, o, oh, ow), 0)
+
+
 def contenders(x_shape, w_shape, kwargs):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(x_shape).astype(np.float32)
@@ -57,8 +70,16 @@ def contenders(x_shape, w_shape, kwargs):
         g.assign(w=w)
         result[name] = (g, lambda g=g: g.run(x=x))
     result["eager"] = (None, lambda: E.relu(E.conv2d(x, w, **kwargs)))
+    result["numpy_im2col"] = (None, lambda: numpy_conv(x, w, **kwargs))
+    # the floor: the GEMM alone, into a preallocated output (no im2col, no relu)
+    y_shape = result["eager"][1]().shape
+    cols = np.ones((x_shape[1] * w_shape[2] * w_shape[3], y_shape[2] * y_shape[3]), np.float32)
+    w2, out = w.reshape(w_shape[0], -1), np.empty((w_shape[0], cols.shape[1]), np.float32)
+    result["gemm_only"] = (None, lambda: np.matmul(w2, cols, out))
     expected = result["eager"][1]()
     for name, (_, fn) in result.items():
+        if name == "gemm_only":
+            continue
         np.testing.assert_allclose(fn(), expected, rtol=1e-3, atol=1e-3, err_msg=name)
     return result
 

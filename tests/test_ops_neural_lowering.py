@@ -88,6 +88,13 @@ def test_stacked_convolutions_reuse_the_column_workspace():
     assert groups[id(columns[0])] == groups[id(columns[1])]
     stats = g.stats()
     assert stats["planned_bytes"] < stats["naive_bytes"]
+    # the second columns sit on the first's stale values: padding cells must be rewritten
+    rng = np.random.default_rng(1)
+    X, W1, W2 = (rng.standard_normal(v.shape).astype(np.float32) for v in (x, w1, w2))
+    same = ((1, 1), ((1, 1), (1, 1)), (1, 1), 1)
+    expected = ref_conv(np.maximum(ref_conv(X, W1, *same), 0), W2, *same)
+    for _ in range(2):
+        np.testing.assert_allclose(g.run(x=X, w1=W1, w2=W2), expected, rtol=1e-4, atol=1e-4)
 
 
 def test_forward_columns_die_before_the_backward_pass():

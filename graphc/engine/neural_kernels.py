@@ -104,14 +104,6 @@ def _shaped(a, shape):
     return a.reshape(shape)
 
 
-def _strips(view, lo_h, hi_h, lo_w, hi_w):
-    """The parts of a ``(.., OH, OW)`` view outside rows ``[lo_h, hi_h)`` x columns
-    ``[lo_w, hi_w)``: the cells of one tap that fall on padding."""
-    parts = [view[..., :lo_h, :], view[..., hi_h:, :], view[..., lo_h:hi_h, :lo_w],
-             view[..., lo_h:hi_h, hi_w:]]
-    return [p for p in parts if p.size]
-
-
 # -- im2col / col2im -------------------------------------------------------------------------
 def im2col_steps(x, cols, kernel, op, out_hw, layout="batch"):
     """Steps filling ``cols`` with the windows of ``x`` (N, C, H, W): rows ordered
@@ -129,13 +121,26 @@ def im2col_steps(x, cols, kernel, op, out_hw, layout="batch"):
     taps = _taps((h, w), out_hw, kernel, op["stride"], op["padding"], op["dilation"])
     steps, read = _phases(src, taps, op["stride"], kh * kw)
     for i, j, (lo_h, hi_h, rows), (lo_w, hi_w, cs) in taps:
-        dst = view[i, j]
-        if rows is None or cs is None:
-            steps.append(partial(dst.fill, 0))
-            continue
-        steps.append(partial(np.copyto, dst[..., lo_h:hi_h, lo_w:hi_w], read(rows, cs)))
-        steps.extend(partial(s.fill, 0) for s in _strips(dst, lo_h, hi_h, lo_w, hi_w))
+        if rows is not None and cs is not None:
+            steps.append(partial(np.copyto, view[i, j][..., lo_h:hi_h, lo_w:hi_w],
+                                 read(rows, cs)))
+    # a padding row of tap row i is padding for every j (and a column for every i):
+    # 2 * (kh + kw) fills, not up to 4 per tap
+    for i, (lo, hi, _) in enumerate(row for _, row in _column_of(taps, 0)):
+        steps.extend(partial(p.fill, 0) for p in (view[i][..., :lo, :], view[i][..., hi:, :])
+                     if p.size)
+    for j, (lo, hi, _) in enumerate(col for _, col in _column_of(taps, 1)):
+        steps.extend(partial(p.fill, 0) for p in (view[:, j][..., :lo], view[:, j][..., hi:])
+                     if p.size)
     return steps
+
+
+def _column_of(taps, axis):
+    """The distinct per-axis taps ``(index, (lo, hi, slice))`` of a row-major tap list."""
+    seen = {}
+    for tap in taps:
+        seen.setdefault(tap[axis], tap[2 + axis])
+    return sorted(seen.items())
 
 
 def _phases(src, taps, stride, n_taps):
