@@ -108,7 +108,8 @@ def _shaped(a, shape):
 def im2col_steps(x, cols, kernel, op, out_hw, layout="batch"):
     """Steps filling ``cols`` with the windows of ``x`` (N, C, H, W): rows ordered
     ``(C, kh, kw)``; ``layout="batch"`` gives ``(N, C*kh*kw, OH*OW)``, ``"flat"``
-    ``(C*kh*kw, N*OH*OW)``. One strided copy per tap plus zeros on its padding."""
+    ``(C*kh*kw, N*OH*OW)``. One strided copy per tap plus zeros on its padding.
+    Example: ``for step in im2col_steps(x, cols, (3, 3), op, (oh, ow)): step()``"""
     n, c, h, w = x.shape
     kh, kw = kernel
     # view[i, j] is the (A, B, OH, OW) block of tap (i, j); src the image as (A, B, H, W)
@@ -172,7 +173,8 @@ def _phases(src, taps, stride, n_taps):
 
 def col2im_steps(cols, out, kernel, op, out_hw):
     """Steps writing into ``out`` (N, C, H, W) the sum of the windows held in ``cols``
-    (``batch`` layout): zero it, then one strided add per tap."""
+    (``batch`` layout): zero it, then one strided add per tap.
+    Example: ``for step in col2im_steps(cols, dx, (3, 3), op, (oh, ow)): step()``"""
     n, c, h, w = out.shape
     steps = []
     view = _contiguous(cols, steps).reshape(n, c, kernel[0], kernel[1], *out_hw)
@@ -305,17 +307,31 @@ def _max_pool2d(op, ins, out, ctx):
 
 def _max_pool2d_backward(op, ins, out, ctx):
     """Per tap in row-major order: cells equal to their window's maximum and not yet
-    claimed by an earlier tap take the window's gradient."""
+    claimed by an earlier tap take the window's gradient. A window whose maximum is
+    NaN (NaN wins max pooling, as in ``np.max``) sends it to its first NaN; that
+    needs two more calls per tap, so they run only when ``y`` holds a NaN."""
     x, y, g = ins
     claimed, match = np.empty(y.shape, np.bool_), np.empty(y.shape, np.bool_)
-    steps = [partial(out.fill, 0), partial(claimed.fill, False)]
+    y_nan, x_nan = np.empty(y.shape, np.bool_), np.empty(y.shape, np.bool_)
+    plain = [partial(out.fill, 0), partial(claimed.fill, False)]
+    with_nan = list(plain)
     for _, _, region, rows, cs in _pool_taps(op, x.shape, y.shape):
-        m, done, dst = match[region], claimed[region], out[..., rows, cs]
-        steps += [partial(np.equal, x[..., rows, cs], y[region], m),
-                  partial(np.greater, m, done, m),       # equal and not claimed
-                  partial(np.logical_or, done, m, done),
-                  partial(np.add, dst, g[region], dst, where=m)]
-    return _run_all(steps)
+        m, done, dst, cells = match[region], claimed[region], out[..., rows, cs], x[..., rows, cs]
+        equal = partial(np.equal, cells, y[region], m)
+        claim = [partial(np.greater, m, done, m),       # equal and not claimed
+                 partial(np.logical_or, done, m, done),
+                 partial(np.add, dst, g[region], dst, where=m)]
+        plain += [equal] + claim
+        nan = x_nan[region]
+        with_nan += [equal, partial(np.isnan, cells, nan),
+                     partial(np.logical_and, nan, y_nan[region], nan),
+                     partial(np.logical_or, m, nan, m)] + claim
+    plain, with_nan = _run_all(plain), _run_all(with_nan)
+
+    def max_pool2d_backward():
+        np.isnan(y, out=y_nan)
+        (with_nan if y_nan.any() else plain)()
+    return max_pool2d_backward
 
 
 def _avg_pool2d(op, ins, out, ctx):

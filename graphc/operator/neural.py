@@ -161,7 +161,7 @@ class NeuralMixin:
     def max_pool2d_backward(self, x, y, g, kernel, stride=None, padding=0, ceil_mode=False):
         """The gradient of ``sum(max_pool2d(x) * g)`` with respect to ``x``, given the
         pooled ``y``: each window's gradient goes to its first maximal cell
-        (row-major), summed where windows overlap.
+        (row-major; a NaN is maximal), summed where windows overlap.
 
         Example: ``N.max_pool2d_backward(x, y, g, 2)``
         """

@@ -93,7 +93,8 @@ def _geometry(opname, op, keys=("stride", "dilation")):
 
 def conv_output_shape(opname, x_shape, w_shape, op) -> tuple:
     """``(N, O, OH, OW)`` of ``conv2d`` with input ``x_shape``, kernel ``w_shape`` and the
-    window attributes of ``op``; a :class:`ShapeError` naming ``opname`` otherwise."""
+    window attributes of ``op``; a :class:`ShapeError` naming ``opname`` otherwise.
+    Example: ``conv_output_shape("conv2d", (1, 3, 8, 8), (4, 3, 3, 3), op)``"""
     _rank(opname, "the input", x_shape)
     if len(w_shape) != 4:
         raise ShapeError(f"{opname}: the kernel must be 4-D (O, C/groups, kh, kw), got shape "
@@ -126,7 +127,8 @@ def conv_output_shape(opname, x_shape, w_shape, op) -> tuple:
 
 def pool_output_shape(opname, x_shape, op) -> tuple:
     """``(N, C, OH, OW)`` of a pooling of ``x_shape`` with the attributes of ``op``;
-    every window must hold at least one cell of the input."""
+    every window must hold at least one cell of the input.
+    Example: ``pool_output_shape("max_pool2d", (1, 3, 8, 8), op)``"""
     _rank(opname, "the input", x_shape)
     _geometry(opname, op, ("stride", "kernel"))
     n, c, h, w = x_shape
@@ -243,7 +245,8 @@ def _kernel_op(op):
 
 def columns_shape(opname, x_shape, op) -> tuple:
     """The shape of the columns of ``x_shape``: ``(N, C*kh*kw, OH*OW)`` for
-    ``layout="batch"``, ``(C*kh*kw, N*OH*OW)`` for ``layout="flat"``."""
+    ``layout="batch"``, ``(C*kh*kw, N*OH*OW)`` for ``layout="flat"``.
+    Example: ``columns_shape("im2col", (2, 3, 8, 8), im2col_op)``"""
     if len(x_shape) != 4:
         raise ShapeError(f"{opname}: the input must be 4-D (N, C, H, W), got shape {x_shape}")
     kh, kw = op["kernel"]
