@@ -127,8 +127,9 @@ class Executable:
         updated = {id(v) for v, _ in graph.updates}
         self._overwritten = [id(o) in updated for o in graph.outputs]
         self._updated_names = [v.name for v, _ in graph.updates]
+        # updates computed straight into their variable need no copy
         self._updates = [(program.variables[v.name], program.values[id(u)], u.op.kind == "var")
-                         for v, u in graph.updates]
+                         for v, u in graph.updates if id(u) not in live.external]
 
     # -- inputs ------------------------------------------------------------------
     def _checked(self, feeds: Mapping, what: str = "run") -> dict[str, np.ndarray]:
@@ -236,6 +237,8 @@ class Executable:
         """Structure and memory figures: nodes, edges, blocks, planned_bytes,
         lower_bound_bytes (in-place aware), lower_bound_no_inplace_bytes,
         naive_bytes, plan_ratio, steps, steps_last_run, pinned_bytes,
+        updates_into_variables (update values computed straight into their
+        variable, unplanned and not copied),
         build_seconds; with the optimiser on, nodes_unoptimised,
         edges_unoptimised and the changes made by each pass."""
         live, plan = self.liveness, self.plan
@@ -254,6 +257,7 @@ class Executable:
             "naive_bytes": live.naive_bytes(),
             "plan_ratio": plan.planned_bytes / lower if lower else 1.0,
             "inplace_values": len(plan.aliases),
+            "updates_into_variables": len(live.external),
             "pinned_bytes": live.kept_bytes(),
             "steps": len(self.program.steps),
             "steps_last_run": self._steps_last_run,

@@ -23,6 +23,10 @@ def check_plan(live, plan) -> None:
     """Raise :class:`PlanError` describing the first violation, if any."""
     active: list = []
     for i, n in enumerate(live.steps):
+        if id(n) in live.external:
+            if id(n) in plan.place:
+                raise PlanError(f"{n.label()} is computed into its variable but was planned")
+            continue
         buf, off = plan.place[id(n)]
         end = off + n.nbytes
         if end > plan.buffers[buf] or off % max(n.dtype.itemsize, 1):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cpu_kernels import build_kernel
+from .cpu_kernels import SCRATCH_BYTES, build_kernel
 from .planners import ALIGN
 
 #: kinds whose kernel only copies its input unchanged: skipped when in place
@@ -31,6 +31,17 @@ class RunContext:
 
     def __init__(self, seed=None):
         self.rng = np.random.Generator(np.random.PCG64(seed))
+        self._scratch = None
+
+    def scratch(self, nbytes: int) -> np.ndarray:
+        """A scratch buffer shared by every kernel of this context (they run one at a
+        time): the chunk buffer of streamed kernels. Fixed size, made on first use, so
+        views bound at build time stay valid."""
+        if nbytes > SCRATCH_BYTES:
+            raise ValueError(f"scratch: {nbytes} bytes asked, at most {SCRATCH_BYTES}")
+        if self._scratch is None:
+            self._scratch = aligned_bytes(SCRATCH_BYTES)
+        return self._scratch[:nbytes]
 
     def seed(self, seed) -> None:
         """Restart the draws: the same seed gives the same sequence of runs."""
@@ -61,6 +72,9 @@ class CpuProgram:
             if n.op.kind == "const":
                 values[id(n)] = n.value
         for n in live.steps:
+            if id(n) in live.external:
+                values[id(n)] = self.variables[live.external[id(n)]]
+                continue
             buf, off = plan.place[id(n)]
             raw = self.buffers[buf][off:off + n.nbytes]
             values[id(n)] = raw.view(n.dtype).reshape(n.shape)

@@ -224,13 +224,66 @@ def _matmul(op, ins, out, ctx):
     return partial(np.matmul, a, b, out)
 
 
+#: bytes of the scratch a streamed kernel works in (a chunk of every dtype fits)
+SCRATCH_BYTES = 1 << 19
+
+
+def _scratch(ctx, nbytes):
+    return ctx.scratch(nbytes) if ctx is not None and hasattr(ctx, "scratch") else \
+        np.empty(nbytes, np.uint8)
+
+
+def _flat_chunks(arrays, out, chunk):
+    """Per chunk of ``out`` (flattened): the matching pieces of ``arrays`` (full-size
+    arrays sliced, one-element arrays as 0-d) and of ``out``; ``None`` when some array
+    neither matches ``out``'s size nor has one element."""
+    n = out.size
+    flats = []
+    for a in arrays:
+        if a.size == n and a.flags.c_contiguous:
+            flats.append(a.reshape(-1))
+        elif a.size == 1:
+            flats.append(a.reshape(()))
+        else:
+            return None
+    flat_out = out.reshape(-1)
+    return [([f if f.ndim == 0 else f[i:i + chunk] for f in flats], flat_out[i:i + chunk])
+            for i in range(0, n, chunk)]
+
+
 def _fma(op, ins, out, ctx):
     a, b, c = ins
+    if np.shares_memory(out, c) and out.flags.c_contiguous:
+        # writing a*b first would destroy c: stream it through a small scratch
+        chunk = SCRATCH_BYTES // 2 // max(out.dtype.itemsize, 1)
+        pieces = _flat_chunks([a, b, c], out, chunk)
+        if pieces is not None:
+            tmp = _scratch(ctx, chunk * out.dtype.itemsize).view(out.dtype)
+            calls = []
+            for (pa, pb, pc), po in pieces:
+                t = tmp[:po.size]
+                calls += [partial(np.multiply, pa, pb, t), partial(np.add, pc, t, po)]
+            return _run_calls(calls)
+        product = np.empty(out.shape, out.dtype)   # rare: a or b broadcast partly
+
+        def fma_via_temporary():
+            np.multiply(a, b, product)
+            np.add(product, c, out)
+        return fma_via_temporary
 
     def fma():
         np.multiply(a, b, out)
         np.add(out, c, out)
     return fma
+
+
+def _run_calls(calls):
+    calls = tuple(calls)
+
+    def run():
+        for call in calls:
+            call()
+    return run
 
 
 def _fused_adagrad(op, ins, out, ctx):
@@ -243,8 +296,32 @@ def _fused_adagrad(op, ins, out, ctx):
     return fused_adagrad
 
 
+def _fused_streamed(op, ins, out, ctx):
+    """The program run chunk by chunk: each chunk's instructions work in a small
+    scratch that stays in cache, and only the last writes the chunk of ``out``. Every
+    input of a chunk is read before that chunk of ``out`` is written, so ``out`` may
+    share memory with any full-size input (the fusion pass marks them all)."""
+    chunk = op["stream"]
+    pieces = _flat_chunks(ins, out, chunk)
+    if pieces is None or not out.flags.c_contiguous:
+        raise ValueError(f"fused: a streamed program needs contiguous inputs of {out.size} or 1 "
+                         f"elements, got shapes {[a.shape for a in ins]}")
+    acc = _scratch(ctx, chunk * out.dtype.itemsize).view(out.dtype)
+    program = op["program"]
+    calls = []
+    for arrays, po in pieces:
+        a = acc[:po.size]
+        for k, (inner, args) in enumerate(program):
+            target = po if k == len(program) - 1 else a
+            operands = [a if arg[0] == "acc" else arrays[arg[1]] for arg in args]
+            calls.append(KERNELS[inner.kind](inner, operands, target, ctx))
+    return _run_calls(calls)
+
+
 def _fused(op, ins, out, ctx):
     """Each instruction writes into ``out``; ``("acc",)`` reads the running value."""
+    if op.get("stream"):
+        return _fused_streamed(op, ins, out, ctx)
     steps = []
     for inner, args in op["program"]:
         arrays = [out if a[0] == "acc" else ins[a[1]] for a in args]

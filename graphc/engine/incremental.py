@@ -44,8 +44,9 @@ class IncrementalSchedule:
         self.parent_steps = [[self.index[id(p)] for p in n.parents if id(p) in self.index]
                              for n in live.steps]
         self.extent = []
-        for n in live.steps:
-            buf, off = plan.place[id(n)]
+        for i, n in enumerate(live.steps):
+            # a value computed into its variable shares bytes with no planned value
+            buf, off = plan.place.get(id(n), (-1 - i, 0))
             self.extent.append((buf, off, off + n.nbytes))
         # outputs and update values must hold their values after every run; any
         # other value is recomputed only when something that runs needs it

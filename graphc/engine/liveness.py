@@ -30,6 +30,8 @@ class Liveness:
     pinned: set[int]                 # ids of outputs and update values
     inplace: dict[int, list] = field(default_factory=dict)  # id(n) -> parents n may overwrite
     kept: set = field(default_factory=set)  # ids pinned because their inputs rarely change
+    # id(update value) -> name of the variable it is computed straight into (unplanned)
+    external: dict = field(default_factory=dict)
 
     def kept_bytes(self) -> int:
         """Bytes held between runs for values of rarely-changing inputs."""
@@ -44,6 +46,8 @@ class Liveness:
         that may overwrite a dying parent is counted once with it."""
         delta = [0] * (self.end + 2)
         for n in self.steps:
+            if id(n) in self.external:
+                continue
             delta[self.step_of[id(n)]] += n.nbytes
             delta[self.last_use[id(n)] + 1] -= n.nbytes
         live, running = [], 0
@@ -58,8 +62,13 @@ class Liveness:
         return max(self.live_bytes_per_step(inplace), default=0)
 
     def naive_bytes(self) -> int:
-        """Bytes if every computed value had its own memory."""
-        return sum(n.nbytes for n in self.steps)
+        """Bytes if every computed value had its own memory (values computed into
+        their variables excepted)."""
+        return sum(n.nbytes for n in self.steps if id(n) not in self.external)
+
+    def planned_steps(self) -> list:
+        """The computed values that need planned memory, in evaluation order."""
+        return [n for n in self.steps if id(n) not in self.external]
 
 
 def _may_alias(node, parent) -> bool:
@@ -92,6 +101,41 @@ def kept_values(graph, keep) -> set[int]:
     return {id(n) for n in graph.order if n.op.kind not in UNPLANNED and steady[id(n)]}
 
 
+def into_variables(graph, steps, step_of) -> dict[int, str]:
+    """Update values that can be computed straight into their variable's memory:
+    ``id(value) -> variable name``. Safe when nothing reads the variable after the
+    step computing its update (the step itself only where it may overwrite that
+    parent), the value is no output and feeds no other update, and the variable
+    is no output and no other update's source. It saves the update's planned
+    bytes (a training step's new weights and optimiser state) and the copy after
+    the run. Not with ``delay`` callbacks, whose failure mid-run would leave some
+    variables updated and others not."""
+    if any(n.op.kind == "delay" for n in steps):
+        return {}
+    outputs = {id(o) for o in graph.outputs}
+    sources: dict[int, int] = {}
+    for _, value in graph.updates:
+        sources[id(value)] = sources.get(id(value), 0) + 1
+    last_read: dict[int, int] = {}
+    for n in steps:
+        for p in n.parents:
+            if p.op.kind == "var":
+                last_read[id(p)] = step_of[id(n)]
+    chosen = {}
+    for var, value in graph.updates:
+        if (value.op.kind in UNPLANNED or id(value) in outputs or id(var) in outputs
+                or id(var) in sources or sources[id(value)] > 1
+                or value.shape != var.shape or value.dtype != var.dtype):
+            continue
+        step, read = step_of[id(value)], last_read.get(id(var), -1)
+        if read > step or read == step and not all(
+                may_overwrite(value.op, k) and _may_alias(value, var)
+                for k, p in enumerate(value.parents) if p is var):
+            continue
+        chosen[id(value)] = var.name
+    return chosen
+
+
 def analyse(graph, keep=()) -> Liveness:
     """The liveness of ``graph.order`` (see the module docstring). Values that
     depend only on the inputs named in ``keep`` (and constants) are pinned too,
@@ -112,7 +156,10 @@ def analyse(graph, keep=()) -> Liveness:
             last_use[key] = end
     live = Liveness(steps, step_of, last_use, pinned)
     live.kept = kept
+    live.external = into_variables(graph, steps, step_of)
     for i, n in enumerate(steps):
+        if id(n) in live.external:
+            continue  # it writes into its variable, not over a parent
         allowed = []
         for pos, p in enumerate(n.parents):
             if (id(p) in step_of and last_use[id(p)] == i and _may_alias(n, p)

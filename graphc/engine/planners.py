@@ -63,6 +63,11 @@ def plan_blocks(live: Liveness) -> Plan:
             free.append(plan.place[key][0])
 
     for n in live.steps:
+        if id(n) in live.external:   # computed into its variable: takes no block
+            for p in n.parents:
+                if id(p) in refs:
+                    release(p)
+            continue
         overwritable = {id(p) for p in live.inplace.get(id(n), ())}
         for p in n.parents:
             if id(p) in overwritable:
@@ -96,7 +101,7 @@ def _merge_inplace_chains(live: Liveness):
     chain_of: dict[int, int] = {}
     chains: list[list] = []
     aliases: dict[int, int] = {}
-    for n in live.steps:
+    for n in live.planned_steps():
         i = live.step_of[id(n)]
         # continue the oldest chain that ends here: a residual stream (x + f(x)) then
         # keeps one place for the whole network instead of alternating between two
@@ -167,7 +172,7 @@ def plan_offsets(live: Liveness) -> Plan:
     offsets, arena = min((_place(chains, order) for order in (by_size, by_lifetime, by_area)),
                          key=lambda result: result[1])
     plan = Plan("offsets", [arena], aliases=aliases)
-    for n in live.steps:
+    for n in live.planned_steps():
         plan.place[id(n)] = (0, offsets[chain_of[id(n)]])
     return plan
 

@@ -140,6 +140,18 @@ def _overwritable_inputs(program, n_inputs):
     return tuple(result)
 
 
+#: elements per chunk of a streamed fused node, and the size from which one streams
+STREAM_CHUNK = 1 << 14
+STREAM_MIN = 1 << 16
+
+
+def _streamable(node, inputs) -> bool:
+    """Large results whose inputs are full-size or single elements (no partial
+    broadcasting), all of the result's dtype so one scratch chunk serves."""
+    return node.size >= STREAM_MIN and all(
+        (q.shape == node.shape or q.size == 1) for q in inputs)
+
+
 def _fuse(node, ctx):
     # a fused node never absorbs further parents: its program would need a second buffer
     if not is_elementwise(node) or node.op.kind == "fused" or node.size <= 1:
@@ -167,8 +179,15 @@ def _fuse(node, ctx):
             inputs.append(q)
         args.append(("in", index))
     program.append((node.op, tuple(args)))
-    op = Op.make("fused", program=tuple(program), shape=node.shape, dtype=node.dtype,
-                 inplace=_overwritable_inputs(program, len(inputs)))
+    if _streamable(node, inputs):
+        # chunk by chunk (engine/cpu_kernels._fused_streamed): intermediates stay in
+        # cache, and every full-size input may share the result's memory
+        op = Op.make("fused", program=tuple(program), shape=node.shape, dtype=node.dtype,
+                     stream=STREAM_CHUNK, inplace=tuple(j for j, q in enumerate(inputs)
+                                                        if q.shape == node.shape))
+    else:
+        op = Op.make("fused", program=tuple(program), shape=node.shape, dtype=node.dtype,
+                     inplace=_overwritable_inputs(program, len(inputs)))
     return make(node, op, inputs)
 
 
