@@ -214,7 +214,7 @@ def tolerance(dtype, terms=1):
     return dict(rtol=1e-9, atol=1e-11 * max(terms, 1))
 
 
-def run_unoptimised(fn, arrays, plan="offsets"):
+def run_unoptimised(fn, arrays, plan):
     """``fn`` in a graph compiled with ``optimise=False`` (the direct kernels)."""
     xs = make_vars(arrays)
     g = graphc.compile(xs, as_list(fn(N, *xs)), plan=plan, optimise=False, check=True)
@@ -232,7 +232,9 @@ def check_everywhere(fn, ref, *arrays, terms=1):
         return [np.asarray(r).astype(dtype) for r in as_list(ref(*a))]
     expected = check_op(fn, typed_ref, *arrays, **tol)
     if expected is not None:
-        assert_all_same(run_unoptimised(fn, arrays), expected, **tol, what="optimise=False")
+        for plan in ("blocks", "offsets"):
+            assert_all_same(run_unoptimised(fn, arrays, plan), expected, **tol,
+                            what=f"optimise=False ({plan})")
     return expected
 
 

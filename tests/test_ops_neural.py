@@ -21,7 +21,7 @@ from graphc.type.errors import DTypeError
 
 
 # -- convolution ---------------------------------------------------------------------------
-@examples(40)
+@examples(60)
 @given(conv_cases(), DTYPES, SEEDS)
 def test_conv2d(case, dtype, seed):
     x, w = data(seed, case["x_shape"], dtype), data(seed + 1, case["w_shape"], dtype)
@@ -32,7 +32,7 @@ def test_conv2d(case, dtype, seed):
                      terms=case["terms"])
 
 
-@examples(30)
+@examples(50)
 @given(conv_cases(), DTYPES, SEEDS)
 def test_conv2d_backward_input(case, dtype, seed):
     g_shape = output_shape(case)
@@ -47,7 +47,7 @@ def test_conv2d_backward_input(case, dtype, seed):
                      g, w, terms=terms)
 
 
-@examples(30)
+@examples(50)
 @given(conv_cases(), DTYPES, SEEDS)
 def test_conv2d_backward_kernel(case, dtype, seed):
     g_shape = output_shape(case)
@@ -92,7 +92,7 @@ def test_backward_ops_are_transposes(case, seed):
 
 
 # -- pooling ----------------------------------------------------------------------------------
-@examples(40)
+@examples(60)
 @given(pool_cases(), DTYPES, SEEDS, st.booleans())
 def test_max_pool2d(case, dtype, seed, ties):
     x = data(seed, case["x_shape"], dtype, ties)
@@ -102,7 +102,7 @@ def test_max_pool2d(case, dtype, seed, ties):
                      lambda x: ref_max_pool(x, kernel, stride, pad, ceil_mode), x)
 
 
-@examples(40)
+@examples(60)
 @given(pool_cases(), DTYPES, SEEDS, st.booleans())
 def test_avg_pool2d(case, dtype, seed, include_pad):
     x = data(seed, case["x_shape"], dtype)
@@ -113,7 +113,7 @@ def test_avg_pool2d(case, dtype, seed, include_pad):
                      terms=kernel[0] * kernel[1])
 
 
-@examples(40)
+@examples(60)
 @given(pool_cases(), DTYPES, SEEDS)
 def test_max_pool2d_backward(case, dtype, seed):
     """Ties (few distinct values) go to the first maximum of each window."""
@@ -130,7 +130,7 @@ def test_max_pool2d_backward(case, dtype, seed):
                      x, g, terms=kernel[0] * kernel[1])
 
 
-@examples(40)
+@examples(60)
 @given(pool_cases(), DTYPES, SEEDS, st.booleans())
 def test_avg_pool2d_backward(case, dtype, seed, include_pad):
     y_shape = pooled_shape(case)
@@ -159,7 +159,7 @@ LRN_PARAMS = st.tuples(st.integers(1, 6), st.floats(1e-4, 2.0), st.floats(0.25, 
                        st.floats(0.5, 2.0))
 
 
-@examples(30)
+@examples(50)
 @given(st.integers(1, 7), st.integers(2, 4), LRN_PARAMS, DTYPES, SEEDS)
 def test_lrn(channels, ndim, params, dtype, seed):
     x = data(seed, (2, channels) + (3,) * (ndim - 2), dtype)
@@ -167,7 +167,7 @@ def test_lrn(channels, ndim, params, dtype, seed):
                      terms=params[0])
 
 
-@examples(30)
+@examples(50)
 @given(st.integers(1, 7), LRN_PARAMS, DTYPES, SEEDS)
 def test_lrn_backward(channels, params, dtype, seed):
     x, g = data(seed, (2, channels, 2, 3), dtype), data(seed + 1, (2, channels, 2, 3), dtype)
