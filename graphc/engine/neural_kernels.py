@@ -119,29 +119,24 @@ def im2col_steps(x, cols, kernel, op, out_hw, layout="batch"):
     else:
         view = _shaped(cols, (n, c, kh, kw, *out_hw)).transpose(2, 3, 0, 1, 4, 5)
         src = x
-    taps = _taps((h, w), out_hw, kernel, op["stride"], op["padding"], op["dilation"])
-    steps, read = _phases(src, taps, op["stride"], kh * kw)
+    (sh, sw), ((top, _), (left, _)), (dh, dw) = op["stride"], op["padding"], op["dilation"]
+    row_taps = _axis_taps(out_hw[0], h, kh, sh, top, dh)
+    col_taps = _axis_taps(out_hw[1], w, kw, sw, left, dw)
+    taps = [(i, j, r, c) for i, r in enumerate(row_taps) for j, c in enumerate(col_taps)]
+    steps, read = _phases(src, taps, (sh, sw), kh * kw)
     for i, j, (lo_h, hi_h, rows), (lo_w, hi_w, cs) in taps:
         if rows is not None and cs is not None:
             steps.append(partial(np.copyto, view[i, j][..., lo_h:hi_h, lo_w:hi_w],
                                  read(rows, cs)))
     # a padding row of tap row i is padding for every j (and a column for every i):
     # 2 * (kh + kw) fills, not up to 4 per tap
-    for i, (lo, hi, _) in enumerate(row for _, row in _column_of(taps, 0)):
+    for i, (lo, hi, _) in enumerate(row_taps):
         steps.extend(partial(p.fill, 0) for p in (view[i][..., :lo, :], view[i][..., hi:, :])
                      if p.size)
-    for j, (lo, hi, _) in enumerate(col for _, col in _column_of(taps, 1)):
+    for j, (lo, hi, _) in enumerate(col_taps):
         steps.extend(partial(p.fill, 0) for p in (view[:, j][..., :lo], view[:, j][..., hi:])
                      if p.size)
     return steps
-
-
-def _column_of(taps, axis):
-    """The distinct per-axis taps ``(index, (lo, hi, slice))`` of a row-major tap list."""
-    seen = {}
-    for tap in taps:
-        seen.setdefault(tap[axis], tap[2 + axis])
-    return sorted(seen.items())
 
 
 def _phases(src, taps, stride, n_taps):
