@@ -14,12 +14,14 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))   # graphc, when it is not installed
+sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
 
 import graphc.neural as nn  # noqa: E402
-from _data import data_directory  # noqa: E402
+from _data import DEBIAN_DIR, data_directory  # noqa: E402
 
 BATCH = 100
 
@@ -60,7 +62,8 @@ def main(epochs: float, directory: str, seed: int) -> dict:
         bar.close()
     predict = nn.compile_inference(model, trainer.params(), (BATCH, 1, 28, 28))
     accuracy = nn.evaluate_accuracy(predict, data.x_test, data.y_test)
-    return {"data": "Fashion-MNIST" if data.source != "synthetic" and where else data.source,
+    return {"data": ("Fashion-MNIST" if where == DEBIAN_DIR else
+                     "SYNTHETIC data" if data.source == "synthetic" else data.source),
             "source": data.source, "epochs": epochs, "steps": done,
             "train_examples": len(data.x_train), "test_examples": len(data.x_test),
             "test_accuracy": accuracy, "seconds": seconds,

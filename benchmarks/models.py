@@ -208,6 +208,7 @@ def main(argv=None):
     results = measure_all(args.cases, rounds, repeats, args.seed)
     rows = [summarise(c, results[c]) for c in args.cases]
 
+    print(table(rows))   # the timing table now, in case the long training run fails
     accuracy = None
     if "mnist_train" in args.cases and not args.no_accuracy:
         epochs = args.epochs or (1 if args.quick else 2)
