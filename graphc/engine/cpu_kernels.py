@@ -264,7 +264,8 @@ def _fma(op, ins, out, ctx):
                 t = tmp[:po.size]
                 calls += [partial(np.multiply, pa, pb, t), partial(np.add, pc, t, po)]
             return _run_calls(calls)
-        product = np.empty(out.shape, out.dtype)   # rare: a or b broadcast partly
+        # never planned so (liveness._streams_over); kept correct for direct callers
+        product = np.empty(out.shape, out.dtype)
 
         def fma_via_temporary():
             np.multiply(a, b, product)

@@ -101,6 +101,14 @@ def kept_values(graph, keep) -> set[int]:
     return {id(n) for n in graph.order if n.op.kind not in UNPLANNED and steady[id(n)]}
 
 
+def _streams_over(node, position) -> bool:
+    """An ``fma`` writing over its addend ``c``: its kernel then streams chunk by
+    chunk through a small scratch, which needs ``a`` and ``b`` full-size or single
+    elements (an AdaGrad accumulator ``v + g * g`` updated into ``v``)."""
+    return (node.op.kind == "fma" and position == 2
+            and all(p.size in (node.size, 1) for p in node.parents[:2]))
+
+
 def into_variables(graph, steps, step_of) -> dict[int, str]:
     """Update values that can be computed straight into their variable's memory:
     ``id(value) -> variable name``. Safe when nothing reads the variable after the
@@ -129,7 +137,7 @@ def into_variables(graph, steps, step_of) -> dict[int, str]:
             continue
         step, read = step_of[id(value)], last_read.get(id(var), -1)
         if read > step or read == step and not all(
-                may_overwrite(value.op, k) and _may_alias(value, var)
+                (may_overwrite(value.op, k) or _streams_over(value, k)) and _may_alias(value, var)
                 for k, p in enumerate(value.parents) if p is var):
             continue
         chosen[id(value)] = var.name

@@ -85,10 +85,10 @@ def _table() -> dict[str, OpKind]:
     for name in ["argmax", "argmin"]:
         add(OpKind(name, "reduction", 1, f"numpy.{name}"))
 
-    # made by the optimiser only: a*b + c in one node (a result over c is computed
-    # chunk by chunk through a scratch, so any parent may share it); Owl's AdaGrad
+    # made by the optimiser only: a*b + c in one node (c is read after a*b is
+    # written, so only a and b may share the result's memory); Owl's AdaGrad
     # step lr / sqrt(v + eps); and a fused chain of elementwise ops.
-    add(OpKind("fma", "ternary", 3, None, ANY))
+    add(OpKind("fma", "ternary", 3, None, (0, 1)))
     add(OpKind("fused_adagrad", "unary", 1, None, ANY))
     add(OpKind("fused", "fused", None, None, FROM_ATTR))
 
