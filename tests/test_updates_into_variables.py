@@ -123,3 +123,24 @@ def test_chains_of_updates_equal_the_unoptimised_copy_semantics(n_vars, size, pl
         np.testing.assert_allclose(losses, want_losses, rtol=1e-4, atol=1e-5)
         for name, value in values.items():
             np.testing.assert_allclose(g.value(name), value, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("size", [5, 70_001])
+def test_accumulator_fma_is_computed_into_its_variable(size):
+    # v + g * g becomes fma(g, g, v): written over its addend v, the kernel streams
+    # chunk by chunk through the shared scratch (70,001 float64: three chunks, the
+    # last one partial)
+    g_var, v_var = N.var("g", (size,), np.float64), N.var("v", (size,), np.float64)
+    new_v = v_var + g_var * g_var
+    exe = graphc.compile([g_var, v_var], N.sum(new_v), {v_var: new_v}, check=True)
+    assert [n.op.kind for n in exe.liveness.steps if n is exe.graph.updates[0][1]] == ["fma"]
+    assert exe.stats()["updates_into_variables"] == 1
+    rng = np.random.default_rng(size)
+    g0, v0 = rng.standard_normal(size), rng.random(size)
+    exe.assign(v=v0)
+    expected = v0.copy()
+    for _ in range(3):
+        total = exe.run(g=g0)
+        expected = expected + g0 * g0
+        np.testing.assert_allclose(total, expected.sum(), rtol=1e-12)
+    np.testing.assert_array_equal(exe.value("v"), expected)
