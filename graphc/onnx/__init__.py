@@ -1,0 +1,91 @@
+"""ONNX import and export: ``graphc.onnx.load`` and ``graphc.onnx.save``.
+
+Needs the ``onnx`` package (``pip install graphc[onnx]``).
+
+>>> import graphc.onnx  # doctest: +SKIP
+>>> g = graphc.onnx.load("resnet50.onnx")  # doctest: +SKIP
+>>> logits, = g.run(data=image)  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from .errors import OnnxError, OnnxModelError, OnnxUnsupported
+
+
+def _require_onnx():
+    try:
+        import onnx
+    except ImportError:
+        raise ImportError("graphc.onnx needs the 'onnx' package: pip install 'graphc[onnx]'") \
+            from None
+    return onnx
+
+
+def load(path_or_model, input_shapes=None, *, device: str = "cpu", plan: str = "offsets",
+         optimise=True, copy_outputs: bool = True, check: bool = False):
+    """Import an ONNX model (a path, bytes, or a ``ModelProto``) as a compiled
+    :class:`~graphc.onnx.loaded.OnnxGraph`.
+
+    ``input_shapes`` gives shapes for inputs with symbolic dimensions; without
+    it such a model compiles at its first ``run``. The other options are those
+    of :func:`graphc.compile`.
+
+    Example::
+
+        g = graphc.onnx.load("model.onnx")
+        (probabilities,) = g.run(data=np.zeros((1, 3, 224, 224), np.float32))
+    """
+    from .loaded import OnnxGraph
+
+    model = read_model(path_or_model)
+    return OnnxGraph(model, input_shapes, device=device, plan=plan, optimise=optimise,
+                     copy_outputs=copy_outputs, check=check)
+
+
+def read_model(path_or_model):
+    """A ``ModelProto`` from a path, bytes or a ``ModelProto``, checked by
+    ``onnx.checker`` (a malformed model is an :class:`OnnxModelError`)."""
+    onnx = _require_onnx()
+    if isinstance(path_or_model, onnx.ModelProto):
+        model = path_or_model
+    else:
+        try:
+            if isinstance(path_or_model, (bytes, bytearray)):
+                model = onnx.load_model_from_string(bytes(path_or_model))
+            else:
+                model = onnx.load(str(path_or_model))
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # protobuf's DecodeError and friends
+            raise OnnxModelError(f"onnx.load: {path_or_model!r} is not a readable ONNX "
+                                 f"model: {exc}") from None
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise OnnxModelError(f"onnx.load: the model is not valid ONNX: {first}") from None
+    return model
+
+
+def save(graph, path, **options):
+    """Export a graphc graph (an ``Executable`` or an ``OnnxGraph``) as an ONNX
+    model file; see :func:`graphc.onnx.export.to_onnx` for the options.
+
+    Example::
+
+        graphc.onnx.save(graphc.compile(inputs=[x], outputs=[y]), "model.onnx")
+    """
+    from .export import save as _save
+
+    return _save(graph, path, **options)
+
+
+def supported_operators() -> list[str]:
+    """The ONNX operator types graphc imports, sorted."""
+    from .registry import CONVERTERS
+    from . import ops  # noqa: F401
+
+    return sorted(CONVERTERS)
+
+
+__all__ = ["load", "save", "read_model", "supported_operators", "OnnxError",
+           "OnnxModelError", "OnnxUnsupported"]

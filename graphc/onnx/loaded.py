@@ -1,0 +1,91 @@
+"""``OnnxGraph``: an imported ONNX model, compiled once per set of input shapes.
+
+graphc's graphs have static shapes, so a model whose inputs have symbolic
+dimensions (a batch size ``N``) is compiled when it first runs with concrete
+arrays, and again for each new set of shapes (each compiled graph is cached).
+
+>>> import onnx, onnx.helper as h, numpy as np
+>>> graph = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g",
+...     [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N"])],
+...     [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N"])])
+>>> g = OnnxGraph(h.make_model(graph))
+>>> g.run(x=np.array([-1.0, 2.0], np.float32))
+[array([0., 2.], dtype=float32)]
+"""
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+import numpy as np
+
+from ..type.errors import InputError
+from .importer import graph_inputs, import_graph, missing_shapes
+
+
+class OnnxGraph:
+    """An ONNX model as graphc graphs: ``run(**{input_name: array})`` returns the
+    ONNX outputs in order (a list)."""
+
+    def __init__(self, model, input_shapes: Optional[Mapping[str, tuple]] = None, *,
+                 device: str = "cpu", plan: str = "offsets", optimise=True,
+                 copy_outputs: bool = True, check: bool = False):
+        if device not in ("cpu",):
+            raise ValueError(f"onnx.load: unknown device {device!r}; graphc has the 'cpu' "
+                             "engine")
+        self.model = model
+        self.input_names = [v.name for v in graph_inputs(model.graph)]
+        self.output_names = [v.name for v in model.graph.output]
+        self._given = {k: tuple(v) for k, v in (input_shapes or {}).items()}
+        unknown = set(self._given) - set(self.input_names)
+        if unknown:
+            raise InputError(f"onnx.load: input_shapes names {sorted(unknown)}, which are not "
+                             f"inputs of the model (its inputs are {self.input_names})")
+        self._options = dict(plan=plan, optimise=optimise, copy_outputs=copy_outputs,
+                             check=check)
+        self._compiled: dict[tuple, object] = {}
+        self._last = None
+        if not missing_shapes(model, self._given):
+            self._last = self._compile(self._given)  # static: compile now, errors now
+
+    def _compile(self, shapes: Mapping[str, tuple]):
+        from ..compiler import compile as compile_graph
+
+        key = tuple(tuple(shapes[n]) if n in shapes else None for n in self.input_names)
+        if key not in self._compiled:
+            variables, outputs = import_graph(self.model, shapes)
+            self._compiled[key] = compile_graph(inputs=variables, outputs=outputs,
+                                                **self._options)
+        return self._compiled[key]
+
+    @property
+    def executable(self):
+        """The graphc ``Executable`` compiled last (``None`` before the first run of a
+        model with symbolic shapes)."""
+        return self._last
+
+    def stats(self) -> dict:
+        """The last compiled graph's ``stats()`` (memory plan, node counts)."""
+        if self._last is None:
+            raise RuntimeError("OnnxGraph.stats: nothing compiled yet; run the model once")
+        return self._last.stats()
+
+    def run(self, feeds: Optional[Mapping] = None, /, **kwargs) -> list:
+        """Run on ``{input_name: array}`` (a mapping, keywords, or both); returns
+        the outputs in the model's order."""
+        feeds = {**(feeds or {}), **kwargs}
+        missing = [n for n in self.input_names if n not in feeds]
+        if missing:
+            raise InputError(f"onnx run: missing inputs {missing}; the model's inputs are "
+                             f"{self.input_names}")
+        extra = sorted(set(feeds) - set(self.input_names))
+        if extra:
+            raise InputError(f"onnx run: unknown inputs {extra}; the model's inputs are "
+                             f"{self.input_names}")
+        shapes = {**{n: np.shape(feeds[n]) for n in self.input_names}, **self._given}
+        self._last = self._compile(shapes)
+        result = self._last.run(feeds)
+        return list(result) if isinstance(result, (list, tuple)) else [result]
+
+    def __repr__(self) -> str:
+        return (f"OnnxGraph(inputs={self.input_names}, outputs={self.output_names}, "
+                f"compiled for {len(self._compiled)} shape set(s))")

@@ -1,0 +1,3 @@
+"""Converters of ONNX's neural-network operators: Conv, pooling, normalisation,
+Gemm/MatMul, Softmax."""
+from __future__ import annotations
