@@ -1,6 +1,11 @@
-"""What the benchmark scripts share: writing their JSON results."""
+"""What the benchmark scripts share: fresh child processes, a progress bar, JSON results."""
 import json
 import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 
 
 def write_json(result: dict, path: str) -> None:
@@ -9,3 +14,32 @@ def write_json(result: dict, path: str) -> None:
     with open(path, "w") as f:
         json.dump(result, f, indent=1)
     print(f"wrote {os.path.relpath(path)}")
+
+
+#: children share the allocator settings: large frees go straight back to the OS in
+#: both modes, so a peak is not hidden (or inflated) by glibc's adaptive thresholds
+CHILD_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+
+
+def progress(total, desc):
+    try:
+        from tqdm import tqdm
+        return tqdm(total=total, desc=desc, unit="run", file=sys.stderr)
+    except ImportError:  # the table still comes out; only the bar is missing
+        class _Plain:
+            def update(self, n=1): pass
+            def set_postfix_str(self, s): print(f"  {desc}: {s}", file=sys.stderr)
+            def close(self): pass
+        return _Plain()
+
+
+def run_child(script, *args, timeout=3600, passthrough=False) -> dict:
+    """Run ``script`` in a fresh Python; its last stdout line is a JSON object."""
+    env = dict(os.environ, **CHILD_ENV)
+    proc = subprocess.run([sys.executable, os.path.join(HERE, script), *map(str, args)],
+                          stdout=subprocess.PIPE, stderr=None if passthrough else subprocess.PIPE,
+                          text=True, env=env, timeout=timeout, cwd=ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{script} {' '.join(map(str, args))} failed "
+                           f"(exit {proc.returncode}):\n{proc.stderr or ''}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -30,18 +30,15 @@ bytes and the lower bound) to ``benchmarks/results/models_memory.png``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from _report import write_json  # noqa: E402
+from _report import progress as _progress, run_child, write_json  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 MIB = 1 << 20
@@ -50,35 +47,6 @@ TITLES = {"inceptionv3_infer": "InceptionV3 inference b1 299²",
           "resnet50_infer": "ResNet50 inference b1 224²",
           "resnet50_train": "ResNet50 training step b8 224²",
           "mnist_train": "MNIST CNN training step b100"}
-
-#: children share the allocator settings: large frees go straight back to the OS in
-#: both modes, so a peak is not hidden (or inflated) by glibc's adaptive thresholds
-CHILD_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
-
-
-def _progress(total, desc):
-    try:
-        from tqdm import tqdm
-        return tqdm(total=total, desc=desc, unit="run", file=sys.stderr)
-    except ImportError:  # the table still comes out; only the bar is missing
-        class _Plain:
-            def update(self, n=1): pass
-            def set_postfix_str(self, s): print(f"  {desc}: {s}", file=sys.stderr)
-            def close(self): pass
-        return _Plain()
-
-
-def run_child(script, *args, timeout=3600, passthrough=False) -> dict:
-    """Run ``script`` in a fresh Python; its last stdout line is a JSON object."""
-    env = dict(os.environ, **CHILD_ENV)
-    proc = subprocess.run([sys.executable, os.path.join(HERE, script), *map(str, args)],
-                          stdout=subprocess.PIPE, stderr=None if passthrough else subprocess.PIPE,
-                          text=True, env=env, timeout=timeout, cwd=ROOT)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{script} {' '.join(map(str, args))} failed "
-                           f"(exit {proc.returncode}):\n{proc.stderr or ''}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
 
 def measure_all(cases, rounds, repeats, seed) -> dict:
     """``{case: {mode: [child results, one per round]}}``, eager and graph alternating."""

@@ -19,7 +19,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from ..type.errors import InputError
-from .importer import graph_inputs, import_graph, missing_shapes
+from .importer import declared_shape, graph_inputs, import_graph, missing_shapes
 
 
 class OnnxGraph:
@@ -36,6 +36,7 @@ class OnnxGraph:
         self.input_names = [v.name for v in graph_inputs(model.graph)]
         self.output_names = [v.name for v in model.graph.output]
         self._given = {k: tuple(v) for k, v in (input_shapes or {}).items()}
+        self._declared = {v.name: declared_shape(v) for v in graph_inputs(model.graph)}
         unknown = set(self._given) - set(self.input_names)
         if unknown:
             raise InputError(f"onnx.load: input_shapes names {sorted(unknown)}, which are not "
@@ -56,6 +57,22 @@ class OnnxGraph:
             self._compiled[key] = compile_graph(inputs=variables, outputs=outputs,
                                                 **self._options)
         return self._compiled[key]
+
+    def _shape_for(self, name: str, value) -> tuple:
+        """The shape input ``name`` compiles with: the given or declared one, with
+        only the unknown dimensions taken from ``value``."""
+        if name in self._given:
+            return self._given[name]
+        declared = self._declared[name]
+        got = tuple(np.shape(value))
+        if declared is None:
+            return got
+        if len(got) != len(declared) or any(d is not None and d != g
+                                             for d, g in zip(declared, got)):
+            shown = tuple("?" if d is None else d for d in declared)
+            raise InputError(f"onnx run: input {name!r} expects shape {shown} but got shape "
+                             f"{got}")
+        return got
 
     @property
     def executable(self):
@@ -81,8 +98,7 @@ class OnnxGraph:
         if extra:
             raise InputError(f"onnx run: unknown inputs {extra}; the model's inputs are "
                              f"{self.input_names}")
-        shapes = {**{n: np.shape(feeds[n]) for n in self.input_names}, **self._given}
-        self._last = self._compile(shapes)
+        self._last = self._compile({n: self._shape_for(n, feeds[n]) for n in self.input_names})
         result = self._last.run(feeds)
         return list(result) if isinstance(result, (list, tuple)) else [result]
 
