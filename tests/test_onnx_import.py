@@ -172,3 +172,28 @@ def test_an_attribute_the_converter_does_not_declare_is_refused_by_name(monkeypa
                    [h.make_tensor_value_info("y", F, [2])])
     with pytest.raises(OnnxUnsupported, match="Elu node 'e1'.*attribute 'alpha' is not supported"):
         graphc.onnx.load(model)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_batchnorm_folds_into_the_conv_before_it(bias):
+    rng = np.random.default_rng(0)
+    c = 4
+    arrays = {"W": rng.standard_normal((c, 3, 3, 3)), "B": rng.standard_normal(c),
+              "gamma": rng.uniform(0.5, 2, c), "beta": rng.standard_normal(c),
+              "mean": rng.standard_normal(c), "var": rng.uniform(0.5, 2, c)}
+    inits = [nh.from_array(v.astype(np.float32), k) for k, v in arrays.items()
+             if bias or k != "B"]
+    conv = h.make_node("Conv", ["x", "W", "B"] if bias else ["x", "W"], ["c"], pads=[1, 1, 1, 1])
+    bn = h.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["n"],
+                     epsilon=1e-3)
+    model = _model([conv, bn, h.make_node("Relu", ["n"], ["y"])],
+                   [h.make_tensor_value_info("x", F, [2, 3, 5, 5])],
+                   [h.make_tensor_value_info("y", F, [2, c, 5, 5])], inits)
+    x = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
+    folded = graphc.onnx.load(model, optimise=False)
+    plain = graphc.onnx.load(model, optimise=False, fold_batchnorm=False)
+    np.testing.assert_allclose(folded.run(x=x)[0], plain.run(x=x)[0], rtol=1e-5, atol=1e-5)
+    assert len(folded.executable.graph.nodes) < len(plain.executable.graph.nodes)
+    assert model.graph.initializer[0].name == "W"  # the user's model is untouched
+    np.testing.assert_array_equal(nh.to_array(model.graph.initializer[0]),
+                                  arrays["W"].astype(np.float32))

@@ -21,13 +21,16 @@ def _require_onnx():
 
 
 def load(path_or_model, input_shapes=None, *, device: str = "cpu", plan: str = "offsets",
-         optimise=True, copy_outputs: bool = True, check: bool = False):
+         optimise=True, copy_outputs: bool = True, check: bool = False,
+         fold_batchnorm: bool = True):
     """Import an ONNX model (a path, bytes, or a ``ModelProto``) as a compiled
     :class:`~graphc.onnx.loaded.OnnxGraph`.
 
     ``input_shapes`` gives shapes for inputs with symbolic dimensions; without
-    it such a model compiles at its first ``run``. The other options are those
-    of :func:`graphc.compile`.
+    it such a model compiles at its first ``run``. ``fold_batchnorm`` folds each
+    inference BatchNormalization into the Conv that feeds it (exact up to
+    rounding; one op fewer per conv). The other options are those of
+    :func:`graphc.compile`.
 
     Example::
 
@@ -38,7 +41,7 @@ def load(path_or_model, input_shapes=None, *, device: str = "cpu", plan: str = "
 
     model = read_model(path_or_model)
     return OnnxGraph(model, input_shapes, device=device, plan=plan, optimise=optimise,
-                     copy_outputs=copy_outputs, check=check)
+                     copy_outputs=copy_outputs, check=check, fold_batchnorm=fold_batchnorm)
 
 
 def read_model(path_or_model):

@@ -23,6 +23,7 @@ import numpy as np
 from ..operator import NS as LAZY
 from . import ops  # noqa: F401  (fills CONVERTERS)
 from .context import NodeContext
+from .fold_bn import consumers_of, fold_into_conv
 from .errors import OnnxModelError, OnnxUnsupported, describe
 from .registry import CONVERTERS
 from .tensors import attribute_value, onnx_dtype, to_array
@@ -60,11 +61,13 @@ def declared_shape(value_info) -> tuple:
     return tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim)
 
 
-def import_graph(model, input_shapes: Mapping[str, tuple]) -> tuple[list, list]:
+def import_graph(model, input_shapes: Mapping[str, tuple],
+                 fold_batchnorm: bool = True) -> tuple[list, list]:
     """The graphc input variables and output values of ``model``'s main graph.
 
     ``input_shapes`` gives a concrete shape for each input whose declared shape
-    is not fully static.
+    is not fully static. ``fold_batchnorm`` folds each inference
+    BatchNormalization into the Conv before it (:mod:`graphc.onnx.fold_bn`).
     """
     opset = model_opset(model)
     graph = model.graph
@@ -84,7 +87,17 @@ def import_graph(model, input_shapes: Mapping[str, tuple]) -> tuple[list, list]:
         var = LAZY.var(info.name, tuple(int(d) for d in shape), dtype)
         env[info.name] = var
         variables.append(var)
+    consumers = consumers_of(graph) if fold_batchnorm else {}
+    output_names = {v.name for v in graph.output}
+    folded_away = set()
     for node in graph.node:
+        if id(node) in folded_away:
+            continue
+        if fold_batchnorm and node.op_type == "Conv" and node.domain in DEFAULT_DOMAINS:
+            folded = fold_into_conv(node, consumers, env, output_names)
+            if folded is not None:
+                node = _conv_with_folded_weights(node, *folded, env)
+                folded_away.add(id(folded[0]))
         _convert(node, opset, env)
     outputs = []
     for info in graph.output:
@@ -93,6 +106,20 @@ def import_graph(model, input_shapes: Mapping[str, tuple]) -> tuple[list, list]:
         value = env[info.name]
         outputs.append(value if not isinstance(value, np.ndarray) else LAZY.const(value))
     return variables, outputs
+
+
+def _conv_with_folded_weights(conv, bn, w, b, env):
+    """A copy of ``conv`` reading the folded weights and writing the BN's output."""
+    import onnx
+
+    replacement = onnx.NodeProto()
+    replacement.CopyFrom(conv)
+    names = [f"{bn.output[0]}::folded_w", f"{bn.output[0]}::folded_b"]
+    env[names[0]], env[names[1]] = _read_only(w), _read_only(b)
+    del replacement.input[:]
+    replacement.input.extend([conv.input[0], *names])
+    replacement.output[0] = bn.output[0]
+    return replacement
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ class OnnxGraph:
 
     def __init__(self, model, input_shapes: Optional[Mapping[str, tuple]] = None, *,
                  device: str = "cpu", plan: str = "offsets", optimise=True,
-                 copy_outputs: bool = True, check: bool = False):
+                 copy_outputs: bool = True, check: bool = False, fold_batchnorm: bool = True):
         if device not in ("cpu",):
             raise ValueError(f"onnx.load: unknown device {device!r}; graphc has the 'cpu' "
                              "engine")
@@ -43,6 +43,7 @@ class OnnxGraph:
                              f"inputs of the model (its inputs are {self.input_names})")
         self._options = dict(plan=plan, optimise=optimise, copy_outputs=copy_outputs,
                              check=check)
+        self._fold_batchnorm = fold_batchnorm
         self._compiled: dict[tuple, object] = {}
         self._last = None
         if not missing_shapes(model, self._given):
@@ -53,7 +54,7 @@ class OnnxGraph:
 
         key = tuple(tuple(shapes[n]) if n in shapes else None for n in self.input_names)
         if key not in self._compiled:
-            variables, outputs = import_graph(self.model, shapes)
+            variables, outputs = import_graph(self.model, shapes, self._fold_batchnorm)
             self._compiled[key] = compile_graph(inputs=variables, outputs=outputs,
                                                 **self._options)
         return self._compiled[key]
