@@ -123,7 +123,8 @@ def _conv_with_folded_weights(conv, bn, w, b, env):
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
-    array = np.ascontiguousarray(array)
+    # ascontiguousarray alone makes a 0-d array 1-d: keep the shape (Size, Shape->Gather)
+    array = np.ascontiguousarray(array).reshape(np.shape(array))
     array.flags.writeable = False
     return array
 
