@@ -119,6 +119,7 @@ class Executable:
         self._vars = {v.name: v for v in graph.inputs}
         self._has_value: set[str] = set()
         self._changed: set[str] = set()      # inputs with new values since the last run
+        self._assigned: set[str] = set()     # last set by assign (parameters), not by a feed
         self._schedule = IncrementalSchedule(graph, live, plan, program.kernels)
         self._steps_last_run = 0
         self._outputs = [program.values[id(o)] for o in graph.outputs]
@@ -162,7 +163,9 @@ class Executable:
     def assign(self, **values) -> None:
         """Set variables to copies of ``values``; they keep them until the next
         assign, feed or update. Example: ``step.assign(w=W0)``"""
-        self._store(self._checked(values, "assign"))
+        checked = self._checked(values, "assign")
+        self._store(checked)
+        self._assigned.update(checked)
 
     def _store(self, checked) -> None:
         variables = self.program.variables
@@ -200,6 +203,7 @@ class Executable:
                              f"or set them once with assign; later runs may leave out inputs that "
                              f"keep their values")
         self._store(checked)
+        self._assigned.difference_update(checked)
         schedule = self._schedule
         kernels, valid_after = schedule.plan_run(schedule.changed_mask(self._changed))
         try:
@@ -232,6 +236,13 @@ class Executable:
     @property
     def input_names(self) -> list[str]:
         return list(self._vars)
+
+    @property
+    def assigned_names(self) -> list[str]:
+        """The inputs whose value was last set by ``assign`` (parameters, as opposed
+        to data fed to ``run``); ONNX export makes them initializers.
+        Example: ``g.assign(w=W); g.assigned_names == ["w"]``"""
+        return [n for n in self._vars if n in self._assigned]
 
     def stats(self) -> dict:
         """Structure and memory figures: nodes, edges, blocks, planned_bytes,
