@@ -1,0 +1,242 @@
+"""Converters of ONNX's unary maths (Exp, Sqrt, the trigonometric and hyperbolic
+functions, IsNaN, IsInf, ...) and activations (LeakyRelu, Elu, Selu, Gelu, Clip,
+PRelu, ...). graphc has no native kind for asin, sinh and the like: they are
+composed from ``arctan2``, ``log1p`` and ``expm1`` in forms that keep their
+precision near 0 and near the ends of their domains.
+
+>>> import numpy as np
+>>> from graphc.onnx.context import NodeContext
+>>> from graphc.onnx.registry import CONVERTERS
+>>> spec = CONVERTERS["LeakyRelu"]
+>>> node = NodeContext.for_test("LeakyRelu", []).node
+>>> spec.fn(NodeContext(node, 16, [np.array([-1.0, 2.0])], {"alpha": 0.5}, spec))
+array([-0.5,  2. ])
+"""
+from __future__ import annotations
+
+import math
+
+from ..registry import converter
+
+#: before opset 6 the unary operators carried this in-place hint (no effect on results)
+LEGACY = {"consumed_inputs": None}
+
+
+def _unary(op_type, function_name, attrs=LEGACY):
+    def convert(ctx):
+        return getattr(ctx.ns, function_name)(ctx.input(0))
+    convert.__name__ = function_name
+    converter(op_type, attrs=attrs)(convert)
+
+
+for _op, _function in [("Neg", "negative"), ("Abs", "absolute"), ("Reciprocal", "reciprocal"),
+                       ("Sqrt", "sqrt"), ("Exp", "exp"), ("Log", "log"), ("Floor", "floor"),
+                       ("Ceil", "ceil"), ("Relu", "relu"), ("Sigmoid", "sigmoid"),
+                       ("Tanh", "tanh")]:
+    _unary(_op, _function)
+for _op, _function in [("Round", "round"), ("Sign", "sign"), ("Erf", "erf"), ("Sin", "sin"),
+                       ("Cos", "cos"), ("Tan", "tan")]:
+    _unary(_op, _function, attrs={})
+
+
+def _ones_minus_square_root(ns, x):
+    """sqrt(1 - x**2) as sqrt((1 - x)(1 + x)), exact near |x| = 1; NaN for |x| > 1."""
+    return ns.sqrt(ns.multiply(ns.subtract(1, x), ns.add(1, x)))
+
+
+@converter("Atan")
+def atan(ctx):
+    return ctx.ns.arctan2(ctx.input(0), ctx.ns.ones_like(ctx.input(0)))
+
+
+@converter("Asin")
+def asin(ctx):
+    x = ctx.input(0)
+    return ctx.ns.arctan2(x, _ones_minus_square_root(ctx.ns, x))
+
+
+@converter("Acos")
+def acos(ctx):
+    x = ctx.input(0)
+    return ctx.ns.arctan2(_ones_minus_square_root(ctx.ns, x), x)
+
+
+@converter("Sinh")
+def sinh(ctx):
+    """(e**x - e**-x) / 2 through expm1, so it keeps its precision near 0."""
+    ns, x = ctx.ns, ctx.input(0)
+    return ns.multiply(ns.subtract(ns.expm1(x), ns.expm1(ns.negative(x))), 0.5)
+
+
+@converter("Cosh")
+def cosh(ctx):
+    ns, x = ctx.ns, ctx.input(0)
+    return ns.multiply(ns.add(ns.exp(x), ns.exp(ns.negative(x))), 0.5)
+
+
+@converter("Asinh")
+def asinh(ctx):
+    """sign(x) * log1p(|x| + x**2 / (1 + sqrt(1 + x**2)))."""
+    ns, x = ctx.ns, ctx.input(0)
+    a = ns.absolute(x)
+    square = ns.multiply(a, a)
+    magnitude = ns.log1p(ns.add(a, ns.divide(square, ns.add(1, ns.sqrt(ns.add(1, square))))))
+    return ns.where(ns.less(x, 0), ns.negative(magnitude), magnitude)
+
+
+@converter("Acosh")
+def acosh(ctx):
+    """log(x + sqrt((x - 1)(x + 1))); NaN below 1."""
+    ns, x = ctx.ns, ctx.input(0)
+    return ns.log(ns.add(x, ns.sqrt(ns.multiply(ns.subtract(x, 1), ns.add(x, 1)))))
+
+
+@converter("Atanh")
+def atanh(ctx):
+    """log1p(2x / (1 - x)) / 2."""
+    ns, x = ctx.ns, ctx.input(0)
+    return ns.multiply(ns.log1p(ns.divide(ns.multiply(x, 2), ns.subtract(1, x))), 0.5)
+
+
+@converter("IsNaN")
+def isnan(ctx):
+    x = ctx.input(0)
+    return ctx.ns.not_equal(x, x)
+
+
+@converter("IsInf", attrs={"detect_negative": 1, "detect_positive": 1})
+def isinf(ctx):
+    ns, x = ctx.ns, ctx.input(0)
+    positive, negative = ctx.attr("detect_positive"), ctx.attr("detect_negative")
+    if positive and negative:
+        return ns.equal(ns.absolute(x), math.inf)
+    if positive or negative:
+        return ns.equal(x, math.inf if positive else -math.inf)
+    return ns.full(ctx.shape(0), False, bool)
+
+
+# -- activations ----------------------------------------------------------------------------
+def _negative_part(ns, x, negative, positive=None):
+    """``negative`` where x < 0, else ``positive`` (x itself by default)."""
+    return ns.where(ns.less(x, 0), negative, x if positive is None else positive)
+
+
+@converter("LeakyRelu", attrs={"alpha": 0.01, **LEGACY})
+def leaky_relu(ctx):
+    ns, x = ctx.ns, ctx.input(0)
+    return _negative_part(ns, x, ns.multiply(x, ctx.attr("alpha")))
+
+
+@converter("Elu", attrs={"alpha": 1.0, **LEGACY})
+def elu(ctx):
+    ns, x = ctx.ns, ctx.input(0)
+    return _negative_part(ns, x, ns.multiply(ns.expm1(x), ctx.attr("alpha")))
+
+
+@converter("Selu", attrs={"alpha": 1.67326319217681884765625,
+                          "gamma": 1.05070102214813232421875, **LEGACY})
+def selu(ctx):
+    ns, x = ctx.ns, ctx.input(0)
+    gamma = ctx.attr("gamma")
+    negative = ns.multiply(ns.expm1(x), ctx.attr("alpha") * gamma)
+    return ns.where(ns.less_equal(x, 0), negative, ns.multiply(x, gamma))
+
+
+@converter("Celu", attrs={"alpha": 1.0})
+def celu(ctx):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    ns, x = ctx.ns, ctx.input(0)
+    alpha = ctx.attr("alpha")
+    return _negative_part(ns, x, ns.multiply(ns.expm1(ns.divide(x, alpha)), alpha))
+
+
+def _hard_sigmoid(ns, x, alpha, beta):
+    return ns.clip(ns.add(ns.multiply(x, alpha), beta), 0.0, 1.0)
+
+
+@converter("HardSigmoid", attrs={"alpha": 0.2, "beta": 0.5, **LEGACY})
+def hard_sigmoid(ctx):
+    return _hard_sigmoid(ctx.ns, ctx.input(0), ctx.attr("alpha"), ctx.attr("beta"))
+
+
+@converter("HardSwish")
+def hard_swish(ctx):
+    x = ctx.input(0)
+    return ctx.ns.multiply(x, _hard_sigmoid(ctx.ns, x, 1 / 6, 0.5))
+
+
+def _softplus(ns, x):
+    """log(1 + e**x) as max(x, 0) + log1p(e**-|x|): no overflow for large x."""
+    return ns.add(ns.maximum(x, 0), ns.log1p(ns.exp(ns.negative(ns.absolute(x)))))
+
+
+@converter("Softplus")
+def softplus(ctx):
+    return _softplus(ctx.ns, ctx.input(0))
+
+
+@converter("Softsign")
+def softsign(ctx):
+    ns, x = ctx.ns, ctx.input(0)
+    return ns.divide(x, ns.add(ns.absolute(x), 1))
+
+
+@converter("Mish")
+def mish(ctx):
+    ns, x = ctx.ns, ctx.input(0)
+    return ns.multiply(x, ns.tanh(_softplus(ns, x)))
+
+
+@converter("ThresholdedRelu", attrs={"alpha": 1.0})
+def thresholded_relu(ctx):
+    ns, x = ctx.ns, ctx.input(0)
+    return ns.where(ns.greater(x, ctx.attr("alpha")), x, 0)
+
+
+@converter("Gelu", attrs={"approximate": "none"})
+def gelu(ctx):
+    """x * Phi(x), or its tanh approximation with ``approximate="tanh"``."""
+    ns, x = ctx.ns, ctx.input(0)
+    approximate = ctx.attr("approximate")
+    if approximate == "none":
+        phi = ns.add(ns.erf(ns.multiply(x, 1 / math.sqrt(2))), 1)
+    elif approximate == "tanh":
+        cube = ns.multiply(ns.multiply(x, x), x)
+        inner = ns.multiply(ns.add(x, ns.multiply(cube, 0.044715)), math.sqrt(2 / math.pi))
+        phi = ns.add(ns.tanh(inner), 1)
+    else:
+        raise ctx.invalid(f"attribute approximate={approximate!r} must be 'none' or 'tanh'")
+    return ns.multiply(ns.multiply(x, phi), 0.5)
+
+
+@converter("PRelu", attrs=LEGACY)
+def prelu(ctx):
+    """slope * x where x < 0; before opset 7 a slope of one value per channel applies
+    along axis 1 (and one of size 1 everywhere)."""
+    ns, x, slope = ctx.ns, ctx.input(0), ctx.input(1)
+    x_shape, slope_shape = ctx.shape(0), ctx.shape(1)
+    if ctx.opset < 7 and len(slope_shape) == 1 and len(x_shape) >= 2:
+        if slope_shape[0] == 1:
+            slope = ns.reshape(slope, ())
+        elif slope_shape[0] == x_shape[1]:
+            slope = ns.reshape(slope, (x_shape[1],) + (1,) * (len(x_shape) - 2))
+    return _negative_part(ns, x, ns.multiply(x, slope))
+
+
+@converter("Clip", attrs={"min": None, "max": None, **LEGACY})
+def clip(ctx):
+    """``x`` limited to [min, max] (attributes before opset 11, optional scalar inputs
+    after); where min > max every element becomes max."""
+    ns, x = ctx.ns, ctx.input(0)
+    if ctx.opset < 11:
+        low, high = ctx.attr("min"), ctx.attr("max")
+        return ns.copy(x) if low is None and high is None else ns.clip(x, low, high)
+    low, high = ctx.input(1, optional=True), ctx.input(2, optional=True)
+    for i, bound in ((1, low), (2, high)):
+        if bound is not None and ctx.shape(i) not in ((), (1,)):
+            raise ctx.invalid(f"input {i} must be a scalar, got shape {ctx.shape(i)}")
+    if low is None and high is None:
+        return ns.copy(x)
+    if low is not None:
+        x = ns.maximum(x, ns.reshape(low, ()))
+    return x if high is None else ns.minimum(x, ns.reshape(high, ()))
