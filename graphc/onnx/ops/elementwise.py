@@ -154,6 +154,53 @@ def where(ctx):
     return ctx.ns.where(ctx.input(0), ctx.input(1), ctx.input(2))
 
 
+# -- bits -----------------------------------------------------------------------------------
+def _integer_input(ctx, i=0):
+    if ctx.dtype(i).kind not in "iu":
+        raise ctx.invalid(f"input {i} must be an integer tensor, got {ctx.dtype(i)}")
+    return ctx.input(i)
+
+
+@converter("BitShift", attrs={"direction": REQUIRED})
+def bit_shift(ctx):
+    """X shifted by Y bits, as multiplications and floor divisions by powers of two
+    (graphc has no shift kind): a left shift wraps like C's on the unsigned bits, a
+    right shift of a signed X is arithmetic, and a shift outside [0, bits) leaves only
+    the sign extension (-1 for a right shift of a negative X, else 0)."""
+    ns, x, shift = ctx.ns, _integer_input(ctx, 0), _integer_input(ctx, 1)
+    direction = ctx.attr("direction")
+    if direction not in ("LEFT", "RIGHT"):
+        raise ctx.invalid(f"attribute direction={direction!r} must be 'LEFT' or 'RIGHT'")
+    dtype = np.dtype(ctx.dtype(0))
+    bits = np.iinfo(dtype).bits
+    valid = ns.logical_and(ns.greater_equal(shift, 0), ns.less(shift, bits))
+    shift = ns.where(valid, shift, ns.zeros_like(shift))
+
+    def power_of_two(n):  # 2**n in X's dtype; 2**(bits-1) wraps to the sign bit alone
+        return ns.power(ns.full(ctx.shape(1), 2, dtype), ns.astype(n, dtype))
+
+    if direction == "LEFT":
+        shifted = ns.multiply(x, power_of_two(shift))
+        return ns.where(valid, shifted, ns.zeros_like(shifted))
+    # floor(x / 2**n) in two steps, so that no divisor reaches the sign bit
+    half = ns.floor_divide(shift, 2)
+    shifted = ns.floor_divide(ns.floor_divide(x, power_of_two(half)),
+                              power_of_two(ns.subtract(shift, half)))
+    fill = ns.where(ns.less(x, 0), ns.full(ctx.shape(0), -1, dtype), ns.zeros_like(x)) \
+        if dtype.kind == "i" else ns.zeros_like(x)
+    return ns.where(valid, shifted, fill)
+
+
+@converter("BitwiseNot")
+def bitwise_not(ctx):
+    """~X: -X - 1 for signed X (two's complement), max - X for unsigned."""
+    ns, x = ctx.ns, _integer_input(ctx)
+    dtype = np.dtype(ctx.dtype(0))
+    if dtype.kind == "i":
+        return ns.subtract(ns.negative(x), ns.ones_like(x))
+    return ns.subtract(ns.full(ctx.shape(0), np.iinfo(dtype).max, dtype), x)
+
+
 # -- casts ----------------------------------------------------------------------------------
 def _target_dtype(ctx, to):
     if isinstance(to, str):  # opset 1 names the type ("FLOAT")
