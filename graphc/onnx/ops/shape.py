@@ -445,10 +445,17 @@ def trilu(ctx):
     x, dims = ctx.input(0), ctx.shape(0)
     if len(dims) < 2:
         raise ctx.invalid(f"the input must have rank 2 or more, got shape {dims}")
-    k = int(_scalar(ctx, 1)) if ctx.has_input(1) else 0
-    rows, cols = np.arange(dims[-2])[:, None], np.arange(dims[-1])[None, :]
-    keep = cols - rows >= k if ctx.attr("upper") else cols - rows <= k
-    return ctx.ns.where(keep, x, np.zeros((), ctx.dtype(0)))
+    ns = ctx.ns
+    k = ctx.input(1, optional=True)
+    if k is None:
+        k = np.zeros((), np.int64)
+    elif np.shape(k) not in ((), (1,)):
+        raise ctx.invalid(f"k must be a scalar, got shape {np.shape(k)}")
+    else:  # k moves no shape, so it may be computed in the graph
+        k = ns.reshape(k, ())
+    diagonal = np.arange(dims[-1])[None, :] - np.arange(dims[-2])[:, None]
+    keep = ns.greater_equal(diagonal, k) if ctx.attr("upper") else ns.less_equal(diagonal, k)
+    return ns.where(keep, x, np.zeros((), ctx.dtype(0)))
 
 
 @converter("OneHot", attrs={"axis": -1})
@@ -481,9 +488,9 @@ def dropout(ctx):
         training, ratio = not ctx.attr("is_test"), float(ctx.attr("ratio"))
     elif ctx.opset < 12:
         training, ratio = False, float(ctx.attr("ratio"))
-    else:
-        ratio = float(_scalar(ctx, 1)) if ctx.has_input(1) else 0.5
+    else:  # the ratio matters only when training, so only then must it be a constant
         training = bool(_scalar(ctx, 2)) if ctx.has_input(2) else False
+        ratio = float(_scalar(ctx, 1)) if training and ctx.has_input(1) else 0.5
     if training and ratio != 0:
         raise ctx.unsupported(f"training-mode dropout (ratio {ratio}) draws a random mask; "
                               "only inference (or ratio 0) is supported")
