@@ -17,7 +17,7 @@ import numpy as np
 
 from ..operator import NS as LAZY
 from ..symbol.node import Node
-from .errors import OnnxModelError, OnnxUnsupported, describe
+from .errors import NeedsInputValue, OnnxModelError, OnnxUnsupported, describe
 from .registry import REQUIRED, Converter
 
 
@@ -76,6 +76,11 @@ class NodeContext:
             return value
         if isinstance(value, Node) and value.op.kind == "const":
             return np.asarray(value.value)
+        if isinstance(value, Node) and value.op.kind == "var":
+            raise NeedsInputValue(f"{describe(self.node)}: input {i} ({self.node.input[i]!r}) "
+                                  "must be known while importing; it is the graph input "
+                                  f"{value.op['name']!r}, so the model is compiled for each of "
+                                  "its values", value.op["name"])
         raise self.unsupported(f"input {i} ({self.node.input[i]!r}) must be a constant known "
                                "while importing (graphc graphs have static shapes), but it is "
                                "computed from the graph's inputs")

@@ -20,6 +20,16 @@ class OnnxModelError(OnnxError):
     """A malformed ONNX model."""
 
 
+class NeedsInputValue(OnnxUnsupported):
+    """A node needs the value of graph input ``input_name`` while importing (an
+    axes or shape input fed at run time): :class:`~graphc.onnx.loaded.OnnxGraph`
+    catches it and compiles the model for each value of that input."""
+
+    def __init__(self, message: str, input_name: str):
+        super().__init__(message)
+        self.input_name = input_name
+
+
 def describe(node) -> str:
     """``node`` as the errors name it: ``Conv node 'conv1' (#3)``."""
     label = f"{node.op_type} node"

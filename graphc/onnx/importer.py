@@ -62,13 +62,17 @@ def declared_shape(value_info) -> tuple:
 
 
 def import_graph(model, input_shapes: Mapping[str, tuple],
-                 fold_batchnorm: bool = True) -> tuple[list, list]:
+                 fold_batchnorm: bool = True,
+                 input_values: Optional[Mapping[str, np.ndarray]] = None) -> tuple[list, list]:
     """The graphc input variables and output values of ``model``'s main graph.
 
     ``input_shapes`` gives a concrete shape for each input whose declared shape
     is not fully static. ``fold_batchnorm`` folds each inference
     BatchNormalization into the Conv before it (:mod:`graphc.onnx.fold_bn`).
+    ``input_values`` fixes the value of inputs that nodes need while importing
+    (axes, shapes): they become constants, not variables.
     """
+    input_values = input_values or {}
     opset = model_opset(model)
     graph = model.graph
     env: dict[str, object] = {}
@@ -78,6 +82,10 @@ def import_graph(model, input_shapes: Mapping[str, tuple],
         raise OnnxUnsupported("sparse initializers are not supported")
     variables = []
     for info in graph_inputs(graph):
+        if info.name in input_values:
+            dtype = onnx_dtype(info.type.tensor_type.elem_type, f"input {info.name!r}")
+            env[info.name] = _read_only(np.asarray(input_values[info.name], dtype))
+            continue
         shape = input_shapes.get(info.name) or declared_shape(info)
         if shape is None or any(d is None for d in shape):
             raise OnnxModelError(f"input {info.name!r} has shape {shape} with unknown "

@@ -3,6 +3,9 @@
 graphc's graphs have static shapes, so a model whose inputs have symbolic
 dimensions (a batch size ``N``) is compiled when it first runs with concrete
 arrays, and again for each new set of shapes (each compiled graph is cached).
+An input whose value a node needs while importing (the axes of a reduction, a
+target shape fed as a graph input) becomes a constant: the model is compiled
+for each value it is run with.
 
 >>> import onnx, onnx.helper as h, numpy as np
 >>> graph = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g",
@@ -19,6 +22,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from ..type.errors import InputError
+from .errors import NeedsInputValue
 from .importer import declared_shape, graph_inputs, import_graph, missing_shapes
 
 
@@ -46,18 +50,34 @@ class OnnxGraph:
         self._fold_batchnorm = fold_batchnorm
         self._compiled: dict[tuple, object] = {}
         self._last = None
+        #: inputs whose values the import needs: compiled in as constants, per value
+        self._value_inputs: set[str] = set()
         if not missing_shapes(model, self._given):
-            self._last = self._compile(self._given)  # static: compile now, errors now
+            try:
+                self._last = self._compile(self._given)  # static: compile now, errors now
+            except NeedsInputValue as exc:  # compiled at the first run, with the value
+                self._value_inputs.add(exc.input_name)
 
-    def _compile(self, shapes: Mapping[str, tuple]):
+    def _compile(self, shapes: Mapping[str, tuple], feeds: Optional[Mapping] = None):
         from ..compiler import compile as compile_graph
 
-        key = tuple(tuple(shapes[n]) if n in shapes else None for n in self.input_names)
-        if key not in self._compiled:
-            variables, outputs = import_graph(self.model, shapes, self._fold_batchnorm)
+        while True:
+            values = {n: np.asarray(feeds[n]) for n in sorted(self._value_inputs)} if feeds else {}
+            key = (tuple(tuple(shapes[n]) if n in shapes else None for n in self.input_names),
+                   tuple((n, v.dtype.str, v.shape, v.tobytes()) for n, v in values.items()))
+            if key in self._compiled:
+                return self._compiled[key]
+            try:
+                variables, outputs = import_graph(self.model, shapes, self._fold_batchnorm,
+                                                  values)
+            except NeedsInputValue as exc:
+                if feeds is None or exc.input_name in self._value_inputs:
+                    raise
+                self._value_inputs.add(exc.input_name)
+                continue
             self._compiled[key] = compile_graph(inputs=variables, outputs=outputs,
                                                 **self._options)
-        return self._compiled[key]
+            return self._compiled[key]
 
     def _shape_for(self, name: str, value) -> tuple:
         """The shape input ``name`` compiles with: the given or declared one, with
@@ -99,8 +119,9 @@ class OnnxGraph:
         if extra:
             raise InputError(f"onnx run: unknown inputs {extra}; the model's inputs are "
                              f"{self.input_names}")
-        self._last = self._compile({n: self._shape_for(n, feeds[n]) for n in self.input_names})
-        result = self._last.run(feeds)
+        self._last = self._compile({n: self._shape_for(n, feeds[n]) for n in self.input_names},
+                                   feeds)
+        result = self._last.run({n: v for n, v in feeds.items() if n not in self._value_inputs})
         return list(result) if isinstance(result, (list, tuple)) else [result]
 
     def __repr__(self) -> str:
