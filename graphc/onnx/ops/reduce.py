@@ -196,3 +196,46 @@ def cumsum(ctx):
     if ctx.attr("reverse"):
         y = ns.flip(y, axis)
     return _cast(ns, y, ctx.dtype(0))
+
+
+# -- TopK ---------------------------------------------------------------------------------
+@converter("TopK", attrs={"k": None, "axis": -1, "largest": 1, "sorted": 1})
+def top_k(ctx):
+    x, ns, shape = ctx.input(0), ctx.ns, ctx.shape(0)
+    rank, axis = len(shape), ctx.attr("axis")
+    if ctx.opset < 10:
+        k = ctx.attr("k")
+        if k is None:
+            raise ctx.invalid("attribute 'k' is required before opset 10")
+    else:
+        if ctx.has_attr("k"):
+            raise ctx.invalid("from opset 10 k is the second input, not an attribute")
+        k_value = ctx.constant(1)
+        if k_value.size != 1 or k_value.dtype.kind not in "iu":
+            raise ctx.invalid(f"input 1 (k) must hold one integer, got {k_value!r}")
+        k = int(k_value.reshape(-1)[0])
+    if ctx.opset < 11 and (ctx.has_attr("largest") or ctx.has_attr("sorted")):
+        raise ctx.invalid(f"'largest' and 'sorted' exist only from opset 11 (the model's "
+                          f"opset is {ctx.opset})")
+    if rank == 0 or not -rank <= axis < rank:
+        raise ctx.invalid(f"axis {axis} is out of range for an input of shape {shape}")
+    axis %= rank
+    n = shape[axis]
+    if not 0 <= k <= n:
+        raise ctx.invalid(f"k = {k} must be in [0, {n}] (the size of axis {axis} of the "
+                          f"input, shape {shape})")
+    # Rank each element by how many come before it in the output (strictly better
+    # ones, and equal ones at lower indices), then pick ranks 0..k-1: O(n^2) compares
+    # instead of a sort, which graphc lacks.
+    last = ns.moveaxis(x, axis, -1)
+    mine, other = ns.expand_dims(last, -1), ns.expand_dims(last, -2)
+    better = (ns.greater if ctx.attr("largest") else ns.less)(other, mine)
+    earlier = np.tri(n, n, -1, dtype=bool)  # [i, j]: j < i
+    before = ns.logical_or(better, ns.logical_and(ns.equal(other, mine), earlier))
+    position = ns.sum(ns.astype(before, np.int64), -1)
+    chosen = ns.equal(ns.expand_dims(position, -1), np.arange(k, dtype=np.int64))
+    zero = np.zeros((), ctx.dtype(0))
+    values = ns.sum(ns.where(chosen, ns.expand_dims(last, -1), zero), -2)
+    indices = ns.sum(ns.where(chosen, np.arange(n, dtype=np.int64)[:, None], np.int64(0)), -2)
+    values = ns.moveaxis(_cast(ns, values, ctx.dtype(0)), -1, axis)
+    return values, ns.moveaxis(_cast(ns, indices, np.dtype(np.int64)), -1, axis)
