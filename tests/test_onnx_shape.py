@@ -20,9 +20,10 @@ from graphc.onnx.tensors import numpy_to_onnx_dtype  # noqa: E402
 from opcheck import examples  # noqa: E402
 
 
-def _model(op, inputs, consts=None, attrs=None, opset=17, n_outputs=1):
+def _model(op, inputs, consts=None, attrs=None, opset=17, n_outputs=1, like=None):
     """One ``op`` node reading graph ``inputs`` (name -> array, in order, ``None``
-    for an omitted optional input) and initializers ``consts``."""
+    for an omitted optional input) and initializers ``consts``; its outputs are
+    declared as arrays ``like`` or as onnx infers them."""
     consts = consts or {}
     inputs = {**inputs, **consts}
     names = list(inputs)
@@ -33,7 +34,9 @@ def _model(op, inputs, consts=None, attrs=None, opset=17, n_outputs=1):
         [node], "g",
         [h.make_tensor_value_info(n, numpy_to_onnx_dtype(v.dtype), list(v.shape))
          for n, v in inputs.items() if v is not None and n not in consts],
-        [h.make_value_info(o, onnx.TypeProto()) for o in outs],
+        [h.make_value_info(o, onnx.TypeProto()) if like is None else
+         h.make_tensor_value_info(o, numpy_to_onnx_dtype(a.dtype), list(a.shape))
+         for o, a in zip(outs, like or [None] * n_outputs)],
         [nh.from_array(np.asarray(v), n) for n, v in consts.items() if v is not None])
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
     model.ir_version = 8
@@ -186,6 +189,28 @@ def test_depth_and_space_blocks(op, mode):
     x = np.arange(2 * 8 * 4 * 6, dtype=np.float32).reshape(2, 8, 4, 6)
     attrs = {"blocksize": 2} if mode is None else {"blocksize": 2, "mode": mode}
     _check(op, {"x": x}, attrs=attrs, opset=13)  # (SpaceToDepth's modes: conformance, opset 28)
+
+
+@examples(40)
+@given(data=st.data())
+def test_einsum_matches_numpy(data):
+    sizes = {"i": 2, "j": 3, "k": 4, "l": 1}
+    n = data.draw(st.integers(1, 3))
+    terms = [data.draw(st.text("ijkl", min_size=0, max_size=3)) for _ in range(n)]
+    used = sorted(set("".join(terms)))
+    explicit = data.draw(st.booleans())
+    output = "".join(data.draw(st.permutations(used))[:data.draw(st.integers(0, len(used)))])
+    batch = data.draw(st.sampled_from([(), (2,)]))
+    prefix = "..." if batch else ""
+    equation = ",".join(prefix + t for t in terms) + (f"->{prefix}{output}" if explicit else "")
+    rng = np.random.default_rng(0)
+    inputs = {f"x{i}": rng.standard_normal(batch + tuple(sizes[c] for c in t))
+              for i, t in enumerate(terms)}
+    want = np.einsum(equation, *inputs.values())
+    model = _model("Einsum", inputs, attrs={"equation": equation}, opset=12, like=[want])
+    (got,) = _graphc(model, inputs)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 # -- legacy opsets against onnx's reference evaluator ------------------------------------------
