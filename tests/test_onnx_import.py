@@ -147,7 +147,7 @@ def test_constant_subgraphs_fold_at_import():
                    [h.make_tensor_value_info("x", F, [2, 3, 4])],
                    [h.make_tensor_value_info("y", F, [2, 12])], inits)
     g = graphc.onnx.load(model, optimise=False)
-    kinds = sorted(n.op.kind for n in g.executable.graph.nodes)
+    kinds = sorted(n.op.kind for n in g.executable.graph.order)
     assert kinds == ["const", "multiply", "reshape", "var"]
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     np.testing.assert_array_equal(g.run(x=x)[0], x.reshape(2, 12) * 0.5)
@@ -193,7 +193,7 @@ def test_batchnorm_folds_into_the_conv_before_it(bias):
     folded = graphc.onnx.load(model, optimise=False)
     plain = graphc.onnx.load(model, optimise=False, fold_batchnorm=False)
     np.testing.assert_allclose(folded.run(x=x)[0], plain.run(x=x)[0], rtol=1e-5, atol=1e-5)
-    assert len(folded.executable.graph.nodes) < len(plain.executable.graph.nodes)
+    assert len(folded.executable.graph.order) < len(plain.executable.graph.order)
     assert model.graph.initializer[0].name == "W"  # the user's model is untouched
     np.testing.assert_array_equal(nh.to_array(model.graph.initializer[0]),
                                   arrays["W"].astype(np.float32))

@@ -50,9 +50,9 @@ def fold_into_conv(conv, consumers: dict, env: dict, graph_outputs: set) -> Opti
         return None
     if "training_mode" in attrs and attrs["training_mode"].i != 0:
         return None
-    known = [env.get(name) for name in list(conv.input[1:3]) + list(bn.input[1:5])]
-    w, b = known[0], known[1] if len(conv.input) > 2 and conv.input[2] else None
-    stats = known[2:]
+    w = env.get(conv.input[1])
+    b = env.get(conv.input[2]) if len(conv.input) > 2 and conv.input[2] else None
+    stats = [env.get(name) for name in bn.input[1:5]]
     if not isinstance(w, np.ndarray) or (b is not None and not isinstance(b, np.ndarray)):
         return None
     if not all(isinstance(v, np.ndarray) and v.shape == (w.shape[0],) for v in stats):
