@@ -17,6 +17,8 @@ array([[[3., 3.]]], dtype=float32)
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..registry import converter
 from .nn_window import kernel_of, window
 
@@ -111,9 +113,16 @@ def conv_transpose(ctx):
     # the output is the full transposed convolution, output_padding zeros appended, then
     # cropped by pads (negative ones, from output_shape, grow it with zeros instead)
     inner = tuple((max(b, 0), max(e - o, 0)) for (b, e), o in zip(pads, extra))
-    for n, k, s, d, (b, e) in zip(xs[2:], kernel, strides, dilations, inner):
-        if s * (n - 1) + (k - 1) * d + 1 - b - e < 1:
-            raise ctx.invalid(f"pads {pads} leave no output (input shape {xs}, kernel {kernel})")
+    full = [s * (n - 1) + (k - 1) * d + 1 for n, k, s, d in zip(xs[2:], kernel, strides,
+                                                                 dilations)]
+    out = tuple(f + o - b - e for f, o, (b, e) in zip(full, extra, pads))
+    if min(out) < 1:
+        raise ctx.invalid(f"pads {pads} leave no output (input shape {xs}, kernel {kernel}, "
+                          f"strides {strides}, output_padding {list(extra)})")
+    if any(f - b - e < 1 for f, (b, e) in zip(full, inner)):
+        # the pads crop every computed cell: only output_padding's zeros remain
+        zeros = ctx.lift(np.zeros((xs[0], ws[1] * group) + out, ctx.dtype(0)))
+        return _bias(ctx, zeros, ws[1] * group, rank)
     y = _conv_transpose(ctx.ns, x, w, strides, inner, dilations, group)
     grow = [(0, 0), (0, 0)] + [(max(-b, 0), max(o - e, 0)) for (b, e), o in zip(pads, extra)]
     y = ctx.ns.pad(y, grow)

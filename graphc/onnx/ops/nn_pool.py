@@ -40,7 +40,7 @@ def _geometry(ctx):
                           f"got shape {shape}")
     spatial = shape[2:]
     kernel = kernel_of(ctx, len(spatial))
-    strides, dilations, pads = window(ctx, spatial, kernel)
+    strides, dilations, pads = window(ctx, spatial, kernel, clamp=False)
     ceil_mode = bool(ctx.attr("ceil_mode"))
     out = tuple(pool_length(n, k, s, d, p, ceil_mode)
                 for n, k, s, d, p in zip(spatial, kernel, strides, dilations, pads))
@@ -54,7 +54,7 @@ def _native(ctx, kernel, strides, dilations, pads, out) -> bool:
     """Whether graphc's own 2-D pooling computes exactly this window geometry."""
     spatial = ctx.shape(0)[2:]
     return (len(kernel) == 2 and dilations == (1, 1) and ctx.dtype(0).kind == "f"
-            and all(p[0] < k for p, k in zip(pads, kernel))
+            and all(0 <= p[0] < k and p[1] >= 0 for p, k in zip(pads, kernel))
             and all((o - 1) * s < n + p[0] for o, s, n, p in zip(out, strides, spatial, pads)))
 
 
@@ -65,11 +65,14 @@ def _taps(ns, x, kernel, strides, dilations, pads, out, fill):
     spatial = tuple(x.shape[2:])
     for n, k, s, d, (begin, _), o in zip(spatial, kernel, strides, dilations, pads, out):
         reach = (o - 1) * s + (k - 1) * d + 1
-        widths.append((begin, max(reach - n - begin, 0)))
+        widths.append((max(begin, 0), max(reach - n - begin, 0)))
     padded = ns.pad(x, widths, constant_values=fill)
+    # a negative begin pad (SAME with a stride longer than the window) skips cells
+    skip = [max(-begin, 0) for begin, _ in pads]
     for tap in itertools.product(*(range(k) for k in kernel)):
-        key = (slice(None),) * 2 + tuple(slice(t * d, t * d + (o - 1) * s + 1, s)
-                                         for t, d, s, o in zip(tap, dilations, strides, out))
+        key = (slice(None),) * 2 + tuple(
+            slice(t * d + j, t * d + j + (o - 1) * s + 1, s)
+            for t, d, s, o, j in zip(tap, dilations, strides, out, skip))
         yield tap, ns.getitem(padded, key)
 
 
@@ -157,6 +160,9 @@ def _window_counts(spatial, kernel, strides, dilations, pads, out, include_pad):
     grid = counts[0]
     for c in counts[1:]:
         grid = np.multiply.outer(grid, c)
+    # a window of padding alone (dilations can skip every input cell) averages to 0,
+    # as onnxruntime's
+    grid = np.maximum(grid, 1)
     return np.asarray(grid, np.float64).reshape((1, 1) + tuple(out))
 
 

@@ -12,17 +12,23 @@ from __future__ import annotations
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
-def same_pads(auto_pad: str, size: int, kernel: int, stride: int, dilation: int) -> tuple:
+def same_pads(auto_pad: str, size: int, kernel: int, stride: int, dilation: int,
+              clamp: bool = True) -> tuple:
     """``(begin, end)`` pads of ``SAME_UPPER``/``SAME_LOWER`` along one axis:
     ``ceil(size / stride)`` outputs, the odd cell at the end (UPPER) or the start
-    (LOWER). Example: ``same_pads("SAME_LOWER", 4, 2, 1, 1) == (1, 0)``"""
+    (LOWER). The poolings' spec formula is not ``clamp``ed at 0: a stride longer
+    than the window gives negative pads, which centre the windows.
+    Example: ``same_pads("SAME_LOWER", 4, 2, 1, 1) == (1, 0)``"""
     out = -(-size // stride)
-    total = max((out - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
-    small, large = total // 2, total - total // 2
-    return (small, large) if auto_pad == "SAME_UPPER" else (large, small)
+    total = (out - 1) * stride + (kernel - 1) * dilation + 1 - size
+    total = max(total, 0) if clamp else total
+    # halves truncate toward zero (C's division, onnxruntime's): a negative total
+    # crops its odd cell at the end for both modes
+    begin = int(total / 2) if auto_pad == "SAME_UPPER" else int((total + 1) / 2)
+    return begin, total - begin
 
 
-def window(ctx, spatial: tuple, kernel: tuple) -> tuple:
+def window(ctx, spatial: tuple, kernel: tuple, clamp: bool = True) -> tuple:
     """``(strides, dilations, pads)`` of ``ctx``'s node for an input whose spatial
     shape is ``spatial``, with ``pads`` a tuple of ``(begin, end)`` per axis.
 
@@ -37,7 +43,7 @@ def window(ctx, spatial: tuple, kernel: tuple) -> tuple:
     if auto_pad not in AUTO_PADS:
         raise ctx.invalid(f"auto_pad must be one of {AUTO_PADS}, got {auto_pad!r}")
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        pads = tuple(same_pads(auto_pad, n, k, s, d)
+        pads = tuple(same_pads(auto_pad, n, k, s, d, clamp)
                      for n, k, s, d in zip(spatial, kernel, strides, dilations))
     elif auto_pad == "VALID":
         pads = ((0, 0),) * rank
