@@ -205,7 +205,7 @@ def _resolve(graph, inputs, values) -> _Source:
 # -- the driver --------------------------------------------------------------------------------
 def to_onnx(graph, inputs=None, *, values: Optional[Mapping[str, np.ndarray]] = None,
             keep_inputs: Iterable[str] = (), output_names: Optional[Sequence[str]] = None,
-            opset: int = OPSET, name: str = "graphc", check: bool = True):
+            opset: int = OPSET, name: str = "graphc", fold: bool = True, check: bool = True):
     """``graph`` as an ONNX ``ModelProto``.
 
     ``graph`` is an ``Executable`` (its graph as written is exported), an
@@ -215,7 +215,9 @@ def to_onnx(graph, inputs=None, *, values: Optional[Mapping[str, np.ndarray]] = 
     initializers, as do the variables an ``Executable`` was ``assign``-ed);
     ``keep_inputs`` names variables that stay graph inputs although they have
     a value. ``output_names`` names the outputs (default ``output_0``, ... or an
-    ``OnnxGraph``'s own). ``check`` runs ``onnx.checker`` with ``full_check``.
+    ``OnnxGraph``'s own). ``fold`` stores values computed from constants only
+    as initializers and adds constant biases inside ``Conv``/``Gemm``. ``check``
+    runs ``onnx.checker`` with ``full_check``.
 
     Example::
 
@@ -225,7 +227,9 @@ def to_onnx(graph, inputs=None, *, values: Optional[Mapping[str, np.ndarray]] = 
     import onnx
     from onnx import helper
 
+    from .export_fold import bias_pairs, fold_constants
     from .export_ops import EXPORTERS, REFUSED
+    from .export_shape import BIASED
 
     if opset < OPSET:
         raise OnnxUnsupported(f"onnx export: opset {opset} is older than the opset {OPSET} "
@@ -261,36 +265,56 @@ def to_onnx(graph, inputs=None, *, values: Optional[Mapping[str, np.ndarray]] = 
             graph_inputs.append(helper.make_tensor_value_info(var.name, onnx_type(var.dtype),
                                                               var.shape))
         produced[id(var)] = var.name
-    const_names: dict = {}
-    for node in topological_order(src.outputs):
+    order = topological_order(src.outputs)
+    if fold:
+        folded = fold_constants(order)
+        pairs = bias_pairs(order, src.outputs, folded)
+    else:
+        folded = {id(n): n.value for n in order if n.op.kind == "const"}
+        pairs = {}
+    absorbed = {id(producer) for producer, _ in pairs.values()}
+    shared: dict = {}
+
+    def name_of(node) -> str:
+        """The ONNX name of a parent; a folded one becomes an initializer on first use."""
+        if id(node) not in produced:
+            array = folded[id(node)]
+            key = (id(array), node.dtype.str)
+            if key not in shared:
+                shared[key] = ctx.const(np.asarray(array).astype(node.dtype, copy=False))
+            produced[id(node)] = shared[key]
+        return produced[id(node)]
+
+    for node in order:
         kind = node.op.kind
         if kind == "var":
             if id(node) not in produced:
                 raise GraphError(f"onnx export: variable {node.name!r} is used but is not an "
                                  f"input{_where(node)}")
             continue
-        if kind == "const":
-            key = (id(node.value), node.dtype.str)
-            if key not in const_names:
-                const_names[key] = ctx.const(node.value.astype(node.dtype, copy=False))
-            produced[id(node)] = const_names[key]
+        if id(node) in folded or id(node) in absorbed:
             continue
-        fn = EXPORTERS.get(kind)
-        if fn is None:
-            reason = REFUSED.get(kind, "no ONNX exporter is registered for it")
-            raise OnnxUnsupported(f"onnx export: op kind {kind!r} ({_describe(node)}) cannot be "
-                                  f"exported: {reason}")
         out = Value(target.get(id(node)) or ctx.fresh(kind), node.shape, node.dtype)
-        ins = [Value(produced[id(p)], p.shape, p.dtype) for p in node.parents]
         ctx.where = _describe(node)
-        result = fn(ctx, node.op, ins, out)
+        if id(node) in pairs:
+            producer, bias = pairs[id(node)]
+            ins = [Value(name_of(p), p.shape, p.dtype) for p in producer.parents]
+            result = BIASED[producer.op.kind][1](ctx, producer.op, ins, bias, out)
+        else:
+            fn = EXPORTERS.get(kind)
+            if fn is None:
+                reason = REFUSED.get(kind, "no ONNX exporter is registered for it")
+                raise OnnxUnsupported(f"onnx export: op kind {kind!r} ({ctx.where}) cannot be "
+                                      f"exported: {reason}")
+            ins = [Value(name_of(p), p.shape, p.dtype) for p in node.parents]
+            result = fn(ctx, node.op, ins, out)
         if id(node) in target and result != out.name:
             result = ctx.op("Identity", [result], out=out.name)
         produced[id(node)] = result
     graph_outputs = []
     for node, out_name in zip(src.outputs, names):
-        if produced[id(node)] != out_name:
-            ctx.op("Identity", [produced[id(node)]], out=out_name)
+        if name_of(node) != out_name:
+            ctx.op("Identity", [name_of(node)], out=out_name)
         graph_outputs.append(helper.make_tensor_value_info(out_name, onnx_type(node.dtype),
                                                            node.shape))
     model = helper.make_model(

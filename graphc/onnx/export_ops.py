@@ -288,13 +288,13 @@ def _reduce(ctx, onnx_op, x, axes, keepdims, out_name=None):
 @exporter(*_REDUCE)
 def _reduction(ctx, op, ins, out):
     axes, keep = op["axis"], op["keepdims"]
+    if axes == ():   # an empty axes input would reduce every axis
+        return ctx.op("Identity", [ctx.cast(ins[0], out.dtype)], out=out.name)
     if op.kind in ("max", "min") and out.dtype == np.bool_:  # ONNX 18 orders numbers only
         x = ctx.cast(ins[0], np.int32)
         reduced = _reduce(ctx, _REDUCE[op.kind], x, axes, keep)
         return ctx.op("Cast", [reduced], out=out.name, to=_onnx_type(np.bool_))
     x = ctx.cast(ins[0], out.dtype)  # NumPy sums int32 in int64, means ints in float64
-    if axes == ():
-        return ctx.op("Identity", [x], out=out.name)
     return _reduce(ctx, _REDUCE[op.kind], x, axes, keep, out.name)
 
 

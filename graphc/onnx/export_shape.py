@@ -207,8 +207,8 @@ def _pads(padding):
 
 @exporter("conv2d")
 def _conv2d(ctx, op, ins, out):
-    x, w = ins
-    return ctx.op("Conv", [x.name, w.name], out=out.name, kernel_shape=list(w.shape[2:]),
+    w = ins[1]   # a third input is the bias (BIASED)
+    return ctx.op("Conv", [v.name for v in ins], out=out.name, kernel_shape=list(w.shape[2:]),
                   strides=list(op["stride"]), pads=_pads(op["padding"]),
                   dilations=list(op["dilation"]), group=op["groups"])
 
@@ -286,3 +286,31 @@ def _lrn(ctx, op, ins, out):
                           ctx.scalar(k, x.dtype)])
     scale = ctx.op("Pow", [base, ctx.scalar(-beta, x.dtype)])
     return ctx.op("Mul", [x.name, _reshaped(ctx, scale, x.shape)], out=out.name)
+
+
+# -- biased forms: an add of a constant bias folded into the op (export_fold) -----------------------
+def _conv_accepts(node, bias_shape):
+    o = node.shape[1]
+    return tuple(bias_shape) in ((1, o, 1, 1), (o, 1, 1))
+
+
+def _conv_biased(ctx, op, ins, bias, out):
+    b = ctx.const(np.ascontiguousarray(bias).reshape(-1))
+    return _conv2d(ctx, op, list(ins) + [Value(b, (bias.size,), out.dtype)], out)
+
+
+def _matmul_accepts(node, bias_shape):
+    a, b = node.parents
+    return (len(a.shape) == len(b.shape) == 2 and node.dtype.kind == "f"
+            and a.dtype == b.dtype == node.dtype and tuple(bias_shape) in
+            ((node.shape[1],), (1, node.shape[1])))
+
+
+def _matmul_biased(ctx, op, ins, bias, out):
+    c = ctx.const(np.ascontiguousarray(bias))
+    return ctx.op("Gemm", [ins[0].name, ins[1].name, c], out=out.name,
+                  transA=int(bool(op.get("trans_a"))), transB=int(bool(op.get("trans_b"))))
+
+
+#: kind -> (accepts(node, bias_shape), emit(ctx, op, ins, bias_array, out))
+BIASED = {"conv2d": (_conv_accepts, _conv_biased), "matmul": (_matmul_accepts, _matmul_biased)}
