@@ -344,3 +344,20 @@ def test_constant_inputs_fold_while_importing():
     _, (out,) = import_graph(model, {})
     assert out.op.kind == "const"
     np.testing.assert_array_equal(out.value, [3, -3])
+
+
+@examples(15)
+@given(st.sampled_from([np.int8, np.int32, np.int64, np.uint16, np.uint64]),
+       st.sampled_from([("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or),
+                        ("BitwiseXor", np.bitwise_xor)]), st.data())
+def test_bitwise_binary_ops_match_numpy(dtype, case, data):
+    op_type, reference = case
+    info = np.iinfo(dtype)
+    shape_a, shape_b = data.draw(hnp.mutually_broadcastable_shapes(
+        num_shapes=2, max_dims=3, max_side=3)).input_shapes
+    elements = st.integers(int(info.min), int(info.max))
+    a = data.draw(hnp.arrays(dtype, shape_a, elements=elements))
+    b = data.draw(hnp.arrays(dtype, shape_b, elements=elements))
+    out = _run(_model(op_type, [a, b], opset=18), [a, b])
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out, reference(a, b))

@@ -201,6 +201,32 @@ def bitwise_not(ctx):
     return ns.subtract(ns.full(ctx.shape(0), np.iinfo(dtype).max, dtype), x)
 
 
+def _bits(ns, x, unsigned, powers):
+    """The bits of ``x`` (as ``unsigned``, two's complement), least significant first,
+    along a new last axis."""
+    return ns.remainder(ns.floor_divide(ns.expand_dims(ns.astype(x, unsigned), -1), powers), 2)
+
+
+def _bitwise(combine):
+    """A converter of a bitwise operator computed on the bit planes of its operands
+    (graphc has no bitwise kind for integers): ``combine`` maps two 0/1 planes to one."""
+    def convert(ctx):
+        ns, a, b = ctx.ns, _integer_input(ctx, 0), _integer_input(ctx, 1)
+        dtype = np.dtype(ctx.dtype(0))
+        unsigned = np.dtype(f"u{dtype.itemsize}")
+        powers = np.left_shift(np.ones(1, unsigned), np.arange(dtype.itemsize * 8,
+                                                               dtype=unsigned))
+        planes = combine(ns, _bits(ns, a, unsigned, powers), _bits(ns, b, unsigned, powers))
+        value = ns.astype(ns.sum(ns.multiply(planes, powers), axis=-1), unsigned)
+        return ns.astype(value, dtype)
+    return convert
+
+
+converter("BitwiseAnd")(_bitwise(lambda ns, p, q: ns.multiply(p, q)))
+converter("BitwiseOr")(_bitwise(lambda ns, p, q: ns.maximum(p, q)))
+converter("BitwiseXor")(_bitwise(lambda ns, p, q: ns.remainder(ns.add(p, q), 2)))
+
+
 # -- casts ----------------------------------------------------------------------------------
 def _target_dtype(ctx, to):
     if isinstance(to, str):  # opset 1 names the type ("FLOAT")
