@@ -234,6 +234,12 @@ def test_pad_axes_input_from_opset_18():
            {"mode": "reflect"}, opset=18)
 
 
+def test_pad_value_computed_in_the_graph():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    pads = _ints(1, 0, -1, 2)
+    _check("Pad", {"x": x, "p": pads, "v": np.array(-2.5, np.float32)}, {"p": pads})
+
+
 def test_split_and_squeeze_attributes_before_opset_13():
     x = np.arange(12, dtype=np.float32).reshape(1, 6, 2)
     _check("Split", {"x": x}, attrs={"axis": 1, "split": [1, 2, 3]}, opset=11, n_outputs=3,

@@ -384,8 +384,13 @@ def pad(ctx):
         value, axes = ctx.attr("value"), list(range(rank))
     else:
         pads = _ints(ctx, 1)
-        value = ctx.constant(2, optional=True)
-        value = 0 if value is None or value.size == 0 else value.reshape(()).item()
+        value = ctx.input(2, optional=True)  # may be computed in the graph: it moves no shape
+        if value is None or np.size(value) == 0:
+            value = 0
+        elif np.size(value) != 1:
+            raise ctx.invalid(f"constant_value must be a scalar, got shape {np.shape(value)}")
+        elif isinstance(value, np.ndarray):
+            value = value.reshape(()).item()
         axes = _ints(ctx, 3, optional=True) if ctx.opset >= 18 else None
         axes = list(range(rank)) if axes is None else _axes(ctx, axes, rank)
     pads = [int(p) for p in pads]
@@ -404,6 +409,10 @@ def pad(ctx):
         x = ns.getitem(x, crop)
     widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
     if mode == "constant":
+        if not isinstance(value, (int, float, bool, complex)):  # a graph value: pad, then fill
+            inside = np.pad(np.ones(np.shape(x), bool), widths)
+            value = ns.astype(ns.reshape(value, ()), ctx.dtype(0))
+            return ns.where(inside, ns.pad(x, widths), value)
         value = np.asarray(value).astype(ctx.dtype(0)).item()
         return ns.pad(x, widths, constant_values=value)
     for a, (lo, hi) in enumerate(widths):
