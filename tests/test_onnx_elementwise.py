@@ -207,6 +207,24 @@ def test_composed_functions_match_numpy_on_their_whole_domain(op_type, reference
 
 
 @_EDGES
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_composed_functions_stay_finite_near_the_ends_of_the_dtype(dtype):
+    info = np.finfo(dtype)
+    # e**x overflows beyond log(max), cosh and sinh only half a unit of x later
+    beyond = math.log(float(info.max)) + 0.5
+    cases = [("Sinh", np.sinh, [beyond, -beyond, 2.0]), ("Cosh", np.cosh, [beyond, -beyond]),
+             ("Asinh", np.arcsinh, [float(info.max), -float(info.max) / 3, 1e4, 2.0]),
+             ("Acosh", np.arccosh, [float(info.max), float(info.max) / 3, 1e4, 2.0])]
+    for op_type, reference, values in cases:
+        xs = np.array(values, dtype)
+        out = _run(_model(op_type, [xs]), [xs])
+        expected = reference(xs.astype(np.float64))
+        assert np.isfinite(out).all(), (op_type, out)
+        np.testing.assert_allclose(out.astype(np.float64), expected, rtol=4 * float(info.eps),
+                                   err_msg=op_type)
+
+
+@_EDGES
 def test_composed_functions_are_nan_outside_their_domain():
     x = np.array([-1.5, 1.5], np.float64)
     for op_type in ["Asin", "Acos", "Atanh"]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..registry import converter
 
 #: before opset 6 the unary operators carried this in-place hint (no effect on results)
@@ -61,34 +63,63 @@ def acos(ctx):
     return ctx.ns.arctan2(_ones_minus_square_root(ctx.ns, x), x)
 
 
+def _finfo(ctx):
+    dtype = ctx.dtype(0)
+    if dtype.kind != "f":
+        raise ctx.invalid(f"input 0 must be floating-point, got {dtype}")
+    return np.finfo(dtype)
+
+
+def _half_exp_squared(ns, a):
+    """e**a / 2 as h * (h / 2) with h = e**(a/2): finite wherever the result is, although
+    e**a itself overflows (cosh(89) fits in float32, e**89 does not)."""
+    half = ns.exp(ns.multiply(a, 0.5))
+    return ns.multiply(half, ns.multiply(half, 0.5))
+
+
 @converter("Sinh")
 def sinh(ctx):
-    """(e**x - e**-x) / 2 through expm1, so it keeps its precision near 0."""
+    """(e**x - e**-x) / 2 through expm1, so it keeps its precision near 0; e**|x| / 2
+    (with its sign) where e**|x| would overflow."""
     ns, x = ctx.ns, ctx.input(0)
-    return ns.multiply(ns.subtract(ns.expm1(x), ns.expm1(ns.negative(x))), 0.5)
+    big = ns.greater(ns.absolute(x), math.log(_finfo(ctx).max))
+    small = ns.multiply(ns.subtract(ns.expm1(x), ns.expm1(ns.negative(x))), 0.5)
+    large = _half_exp_squared(ns, ns.absolute(x))
+    return ns.where(big, ns.where(ns.less(x, 0), ns.negative(large), large), small)
 
 
 @converter("Cosh")
 def cosh(ctx):
     ns, x = ctx.ns, ctx.input(0)
-    return ns.multiply(ns.add(ns.exp(x), ns.exp(ns.negative(x))), 0.5)
+    big = ns.greater(ns.absolute(x), math.log(_finfo(ctx).max))
+    small = ns.multiply(ns.add(ns.exp(x), ns.exp(ns.negative(x))), 0.5)
+    return ns.where(big, _half_exp_squared(ns, ns.absolute(x)), small)
+
+
+def _log_twice(ctx, a):
+    """log(2a), which asinh(a) and acosh(a) equal to the last bit once a**2 > 1/eps
+    (the next term is 1/(4a**2)), computed without forming 2a or a**2."""
+    return ctx.ns.add(ctx.ns.log(a), math.log(2))
 
 
 @converter("Asinh")
 def asinh(ctx):
-    """sign(x) * log1p(|x| + x**2 / (1 + sqrt(1 + x**2)))."""
+    """sign(x) * log1p(|x| + x**2 / (1 + sqrt(1 + x**2))), or log(2|x|) for large |x|."""
     ns, x = ctx.ns, ctx.input(0)
     a = ns.absolute(x)
     square = ns.multiply(a, a)
     magnitude = ns.log1p(ns.add(a, ns.divide(square, ns.add(1, ns.sqrt(ns.add(1, square))))))
+    large = ns.greater(a, 1 / math.sqrt(_finfo(ctx).eps))
+    magnitude = ns.where(large, _log_twice(ctx, a), magnitude)
     return ns.where(ns.less(x, 0), ns.negative(magnitude), magnitude)
 
 
 @converter("Acosh")
 def acosh(ctx):
-    """log(x + sqrt((x - 1)(x + 1))); NaN below 1."""
+    """log(x + sqrt((x - 1)(x + 1))), or log(2x) for large x; NaN below 1."""
     ns, x = ctx.ns, ctx.input(0)
-    return ns.log(ns.add(x, ns.sqrt(ns.multiply(ns.subtract(x, 1), ns.add(x, 1)))))
+    near = ns.log(ns.add(x, ns.sqrt(ns.multiply(ns.subtract(x, 1), ns.add(x, 1)))))
+    return ns.where(ns.greater(x, 1 / math.sqrt(_finfo(ctx).eps)), _log_twice(ctx, x), near)
 
 
 @converter("Atanh")
