@@ -91,6 +91,13 @@ def test_model_inference_graph_matches_onnxruntime(name, tmp_path):
     # a meaningful comparison: finite logits that differ between classes
     assert np.isfinite(want).all() and float(np.std(want)) > 1e-3 * float(np.abs(want).max())
     assert_matches(got, want, rtol=1e-4, what=name)
+    # and back: graphc imports its own export (skipped while an operator is missing)
+    try:
+        loaded = graphc.onnx.load(exported)
+    except OnnxUnsupported as exc:
+        pytest.skip(f"the importer cannot load the exported {name} yet: {exc}")
+    (again,) = loaded.run(x=x)
+    assert_matches(again, want, rtol=1e-5, what=f"{name} through graphc.onnx.load")
 
 
 # -- random small graphs --------------------------------------------------------------------------
@@ -206,6 +213,47 @@ def test_random_small_graphs_match_onnxruntime(program):
     got = onnxruntime_run(model, {"x": array})
     for i, (g, w) in enumerate(zip(got, want)):
         assert_matches(g, w, rtol=1e-4, what=f"output {i} after steps {used[:i + 1]}")
+
+
+@st.composite
+def index_keys(draw):
+    """An array shape and a NumPy key for it: integers, slices (any step), None, and
+    integer index arrays broadcasting together (adjacent or apart)."""
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=4)))
+    common = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+    key = []
+    for d in shape[:draw(st.integers(1, len(shape)))]:
+        form = draw(st.sampled_from(["int", "slice", "array", "none"]))
+        if form == "none":
+            key.append(None)
+        if form == "int":
+            key.append(draw(st.integers(-d, d - 1)))
+        elif form == "array":
+            sub = common[draw(st.integers(0, len(common))):]
+            sub = tuple(1 if draw(st.booleans()) else n for n in sub)
+            key.append(np.asarray(draw(st.lists(st.integers(-d, d - 1), min_size=int(
+                np.prod(sub)), max_size=int(np.prod(sub)))), np.int64).reshape(sub))
+        else:
+            bound = st.one_of(st.none(), st.integers(-d - 1, d + 1))
+            step = draw(st.one_of(st.none(), st.integers(-3, 3).filter(bool)))
+            key.append(slice(draw(bound), draw(bound), step))
+    return shape, tuple(key)
+
+
+@examples(30)
+@given(index_keys(), st.sampled_from([np.float32, np.int64]))
+def test_indexing_matches_numpy_and_onnxruntime(shape_key, dtype):
+    shape, key = shape_key
+    array = np.arange(np.prod(shape)).astype(dtype).reshape(shape)
+    x = N.var("x", shape, dtype)
+    try:
+        want = array[key]
+    except IndexError:
+        return          # NumPy refuses the key (and graphc too, tested elsewhere)
+    exe = graphc.compile([x], x[key] + 0)   # + 0: an output that is not x itself
+    (got,) = onnxruntime_run(to_onnx(exe), {"x": array})
+    assert_matches(got, exe.run(x=array), what=f"x{shape}[{key}]")
+    assert_matches(got, want + 0, what=f"x{shape}[{key}] against NumPy")
 
 
 @examples(15)
