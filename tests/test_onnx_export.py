@@ -383,6 +383,14 @@ def test_the_optimised_graph_exports_too():
     assert "Transpose" in op_types(model)
     for got, want in zip(onnxruntime_run(model, feeds), exe.run(**feeds)):
         assert_matches(got, want, rtol=1e-5)
+    b2 = N.var("b", (3, 4))
+    c2 = N.var("c", (4,))
+    exe = graphc.compile([a, b2, c2], [a * b2 + c2, 0.1 / N.sqrt(b2 + 1e-7)],
+                         optimise=["fma", "adagrad"])
+    assert {"fma", "fused_adagrad"} <= {n.op.kind for n in exe.graph.order}
+    feeds.update(b=np.abs(feeds["a"]), c=feeds["c"][:4])
+    for got, want in zip(onnxruntime_run(to_onnx(exe.graph), feeds), exe.run(**feeds)):
+        assert_matches(got, want, rtol=1e-5)
 
 
 def test_constant_subgraphs_fold_and_biases_join_their_op():
