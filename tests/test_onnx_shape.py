@@ -183,6 +183,12 @@ def test_onehot_axis_and_out_of_range_indices(dims, data):
                                       "v": np.array([2, 5], np.float32)}, {"axis": axis})
 
 
+def test_onehot_float_indices_match_only_whole_numbers():
+    indices = np.array([[1.7, -1.0], [2.0, -1.2]], np.float32)
+    _check("OneHot", {"i": indices}, {"d": np.array(3.0, np.float32),
+                                      "v": np.array([0, 1], np.float32)}, {"axis": 0})
+
+
 @pytest.mark.parametrize("op, mode", [("DepthToSpace", "DCR"), ("DepthToSpace", "CRD"),
                                       ("SpaceToDepth", None)])
 def test_depth_and_space_blocks(op, mode):

@@ -271,6 +271,8 @@ def split(ctx):
     else:
         sizes = _ints(ctx, 1, optional=True)
     if sizes is not None:
+        if ctx.has_attr("num_outputs"):
+            raise ctx.invalid("give either the 'split' input or num_outputs, not both")
         sizes = [int(s) for s in sizes]
         if len(sizes) != n or sum(sizes) != size or min(sizes) < 0:
             raise ctx.invalid(f"split sizes {sizes} must be {n} non-negative numbers adding up "
@@ -480,11 +482,12 @@ def one_hot(ctx):
         raise ctx.invalid(f"axis {axis} is out of range for an output of rank {rank + 1}")
     axis = axis + rank + 1 if axis < 0 else axis
     ns = ctx.ns
-    if ctx.dtype(0).kind not in "iu":  # non-integer indices are cast (truncated) first
-        indices = ns.astype(indices, np.int64)
-    # negative in-range indices count from the end; out-of-range ones match nothing
-    indices = ns.where(ns.less(indices, 0), ns.add(indices, depth), indices)
-    targets = np.arange(depth).reshape((depth,) + (1,) * (rank - axis))
+    # negative in-range indices count from the end; out-of-range ones (and, as in onnx's
+    # reference and onnxruntime, non-integral float ones) match nothing
+    kind = np.int64 if ctx.dtype(0).kind in "iub" else ctx.dtype(0)
+    indices = ns.astype(indices, kind)
+    indices = ns.where(ns.less(indices, 0), ns.add(indices, np.asarray(depth, kind)), indices)
+    targets = np.arange(depth, dtype=kind).reshape((depth,) + (1,) * (rank - axis))
     hot = ns.equal(ns.expand_dims(indices, axis), targets)
     off, on = values.ravel()
     return ns.where(hot, np.asarray(on), np.asarray(off))
