@@ -9,9 +9,11 @@ reshaped parameters) fold away before the graph is built.
 A converter declares the attributes it understands with their defaults; any
 other attribute on a node is refused with an error naming it.
 
->>> @converter("Relu")
-... def relu(ctx):
-...     return ctx.ns.relu(ctx.input(0))
+Example (the converter of ``Relu``)::
+
+    @converter("Relu")
+    def relu(ctx):
+        return ctx.ns.relu(ctx.input(0))
 """
 from __future__ import annotations
 
