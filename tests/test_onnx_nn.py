@@ -26,7 +26,8 @@ def _model(node, inputs: dict, n_outputs=1, opset=17, constants=()):
              for name, a in inputs.items() if name not in constants]
     first = h.np_dtype_to_tensor_dtype(next(iter(inputs.values())).dtype)
     # MaxPool's second output, its Indices, is the only int64 output here
-    outs = [h.make_tensor_value_info(f"y{i}", TensorProto.INT64 if i else first, None)
+    outs = [h.make_tensor_value_info(f"y{i}", TensorProto.INT64 if i and node.op_type ==
+                                     "MaxPool" else first, None)
             for i in range(n_outputs)]
     inits = [nh.from_array(inputs[name], name) for name in constants]
     graph = h.make_graph([node], "g", infos, outs, initializer=inits)
@@ -125,9 +126,13 @@ def test_conv_geometry_matches_onnxruntime(window, group, c_in, c_out, bias, see
 
 
 @examples(20)
-@given(windows(pads_below_kernel=True), st.booleans(), st.booleans(), st.integers(0, 2 ** 31))
-def test_max_pool_geometry_and_indices_match_onnxruntime(window, ceil_mode, indices, seed):
+@given(windows(pads_below_kernel=True), st.booleans(), st.booleans(), st.integers(0, 2 ** 31),
+       st.integers(0, 1))
+def test_max_pool_geometry_and_indices_match_onnxruntime(window, ceil_mode, indices, seed,
+                                                         storage_order):
     spatial, attrs = window
+    if len(spatial) == 2:  # onnxruntime honours storage_order (column-major Indices) in 2-D
+        attrs = dict(attrs, storage_order=storage_order)
     if "auto_pad" in attrs:
         ceil_mode = False
         # onnxruntime's SAME pooling pads ignore dilations (the spec's formula has them)
@@ -231,11 +236,6 @@ def test_integer_max_pool_matches_onnxruntime(dtype):
 
 
 # -- what maps onto graphc's own ops ----------------------------------------------------------
-def _kinds(model):
-    return {node.op.kind for node in graphc.onnx.load(model).executable.graph.nodes} \
-        if hasattr(graphc.onnx.load(model).executable, "graph") else None
-
-
 def test_2d_pools_without_dilation_map_onto_the_native_ops():
     from graphc.onnx.context import NodeContext
     from graphc.onnx.registry import CONVERTERS
@@ -360,6 +360,19 @@ def test_batchnorm_training_mode_outputs_running_statistics():
                                * shaped(scale) + shaped(bias), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(running_mean, 0.7 * mean + 0.3 * batch_mean, rtol=1e-5)
     np.testing.assert_allclose(running_var, 0.7 * var + 0.3 * batch_var, rtol=1e-5)
+
+
+@pytest.mark.parametrize("opset, n_outputs", [(7, 5), (9, 5), (14, 3), (15, 3)])
+def test_batchnorm_training_outputs_match_onnxruntime(opset, n_outputs):
+    rng = np.random.default_rng(opset)
+    x = _floats(rng, (3, 2, 4, 2))
+    scale, bias, mean = (_floats(rng, (2,)) for _ in range(3))
+    var = np.abs(_floats(rng, (2,))) + 0.5
+    attrs = {"momentum": 0.7, "epsilon": 0.01}
+    if opset >= 14:
+        attrs["training_mode"] = 1
+    _compare("BatchNormalization", dict(x=x, s=scale, b=bias, m=mean, v=var), attrs,
+             n_outputs=n_outputs, opset=opset)
 
 
 @pytest.mark.parametrize("p", [1, 2])

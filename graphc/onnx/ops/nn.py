@@ -74,7 +74,10 @@ def batch_normalization(ctx):
     running = [ns.add(ns.multiply(_as(ctx, ctx.input(i), dtype), momentum),
                       ns.multiply(batch, 1.0 - momentum))
                for i, batch in ((3, flat_mean), (4, flat_var))]
-    return (y, *running, flat_mean, flat_var)[:max(ctx.n_outputs, 1)]
+    # before opset 14 the fifth output, "saved_var", is the inverse standard deviation in
+    # onnxruntime (cuDNN's convention; the spec's text leaves it open)
+    saved_inv_std = ns.divide(1.0, ns.sqrt(ns.add(flat_var, eps)))
+    return (y, *running, flat_mean, saved_inv_std)[:max(ctx.n_outputs, 1)]
 
 
 @converter("InstanceNormalization", attrs={"epsilon": 1e-5})
