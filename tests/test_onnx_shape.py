@@ -137,9 +137,10 @@ def test_pad_modes_and_negative_pads_like_onnxruntime(dims, mode, data):
     # crops leave at least two elements on each axis, so reflect has something to mirror
     lo = [data.draw(st.integers(-max(0, (d - 2) // 2), 3)) for d in dims]
     hi = [data.draw(st.integers(-max(0, (d - 2) // 2), 3)) for d in dims]
-    if mode == "reflect":
-        lo = [min(p, d - 1) if d > 1 else 0 for p, d in zip(lo, dims)]
-        hi = [min(p, d - 1) if d > 1 else 0 for p, d in zip(hi, dims)]
+    if mode == "reflect":  # mirrors at most size-1 cells of what is left after cropping
+        kept = [d + min(a, 0) + min(b, 0) for a, b, d in zip(lo, hi, dims)]
+        lo = [min(p, k - 1) if k > 1 else min(p, 0) for p, k in zip(lo, kept)]
+        hi = [min(p, k - 1) if k > 1 else min(p, 0) for p, k in zip(hi, kept)]
     x = np.arange(np.prod(dims), dtype=np.float32).reshape(dims) + 1
     consts = {"p": _ints(*lo, *hi), "v": np.array(7.5, np.float32)}
     _check("Pad", {"x": x}, consts, {"mode": mode}, opset=18)
