@@ -16,7 +16,7 @@ from graphc.onnx import OnnxModelError, OnnxUnsupported  # noqa: E402
 from opcheck import examples  # noqa: E402
 
 F = TensorProto.FLOAT
-IR = {13: 8, 17: 8, 19: 9}
+IR = {13: 8, 17: 8, 18: 8, 19: 9}
 
 
 def _model(node, inputs: dict, n_outputs=1, opset=17, constants=()):
@@ -117,6 +117,8 @@ def windows(draw, max_rank=3, pads_below_kernel=False, dilate=True):
        st.integers(0, 2 ** 31))
 def test_conv_geometry_matches_onnxruntime(window, group, c_in, c_out, bias, seed):
     spatial, attrs = window
+    # onnxruntime refuses SAME pads with dilations
+    assume(attrs.get("auto_pad", "VALID") == "VALID" or max(attrs["dilations"]) == 1)
     rng = np.random.default_rng(seed)
     inputs = {"x": _floats(rng, [2, c_in * group] + spatial),
               "w": _floats(rng, [c_out * group, c_in] + attrs["kernel_shape"])}
@@ -175,6 +177,15 @@ def test_average_pool_geometry_matches_onnxruntime(window, ceil_mode, include_pa
     _compare("AveragePool", {"x": x},
              dict(attrs, ceil_mode=int(ceil_mode), count_include_pad=int(include_pad)),
              opset=19)
+
+
+@examples(10)
+@given(windows(pads_below_kernel=True), st.sampled_from([1, 2, 3]), st.integers(0, 2 ** 31))
+def test_lp_pool_geometry_matches_onnxruntime(window, p, seed):
+    spatial, attrs = window
+    assume(max(attrs.get("dilations", [1])) == 1 or "auto_pad" not in attrs)
+    x = _floats(np.random.default_rng(seed), [1, 2] + spatial)
+    _compare("LpPool", {"x": x}, dict(attrs, p=p), opset=18, rtol=1e-4)
 
 
 @examples(20)

@@ -94,6 +94,32 @@ def instance_normalization(ctx):
     return ns.add(ns.multiply(centred, inv), bias)
 
 
+_STASH_TYPES = {1: np.float32, 10: np.float16, 11: np.float64}
+
+
+@converter("LayerNormalization", attrs={"axis": -1, "epsilon": 1e-5, "stash_type": 1})
+def layer_normalization(ctx):
+    x = _float_input(ctx)
+    ns, shape, dtype = ctx.ns, ctx.shape(0), ctx.dtype(0)
+    axis = _axis(ctx, ctx.attr("axis"), len(shape))
+    stash = _STASH_TYPES.get(int(ctx.attr("stash_type")))
+    if stash is None:
+        raise ctx.unsupported(f"stash_type {ctx.attr('stash_type')} is not supported "
+                              f"(known: {sorted(_STASH_TYPES)})")
+    # the statistics are computed in the stash type, the scaling in the input's
+    axes = tuple(range(axis, len(shape)))
+    wide = _as(ctx, x, np.dtype(stash))
+    mean = ns.mean(wide, axis=axes, keepdims=True)
+    centred = ns.subtract(wide, mean)
+    inv_std = ns.divide(1.0, ns.sqrt(ns.add(ns.mean(ns.square(centred), axis=axes,
+                                                    keepdims=True),
+                                            float(ctx.attr("epsilon")))))
+    y = ns.multiply(_as(ctx, ns.multiply(centred, inv_std), dtype), ctx.input(1))
+    if ctx.has_input(2):
+        y = ns.add(y, ctx.input(2))
+    return y, mean, inv_std
+
+
 @converter("LRN", attrs={"size": None, "alpha": 1e-4, "beta": 0.75, "bias": 1.0})
 def lrn(ctx):
     x = _float_input(ctx)

@@ -180,3 +180,36 @@ def global_max_pool(ctx):
     if len(ctx.shape(0)) < 3:
         raise ctx.invalid(f"the input must be (N, C, D1, ...), got shape {ctx.shape(0)}")
     return ctx.ns.max(x, axis=tuple(range(2, len(ctx.shape(0)))), keepdims=True)
+
+
+@converter("LpPool", attrs={**_POOL_ATTRS, "p": 2})
+def lp_pool(ctx):
+    x, kernel, strides, dilations, pads, out = _geometry(ctx)
+    ns, p = ctx.ns, ctx.attr("p")
+    if ctx.dtype(0).kind != "f":
+        raise ctx.invalid(f"LpPool takes floating-point input, got {ctx.dtype(0)}")
+    powered = _abs_power(ns, x, p)
+    total = None
+    for _, value in _taps(ns, powered, kernel, strides, dilations, pads, out, 0):
+        total = value if total is None else ns.add(total, value)
+    return _root(ns, total, p)
+
+
+@converter("GlobalLpPool", attrs={"p": 2})
+def global_lp_pool(ctx):
+    x, rank = ctx.input(0), len(ctx.shape(0))
+    if rank < 3 or ctx.dtype(0).kind != "f":
+        raise ctx.invalid(f"the input must be floating-point (N, C, D1, ...), got shape "
+                          f"{ctx.shape(0)} of {ctx.dtype(0)}")
+    p = ctx.attr("p")
+    total = ctx.ns.sum(_abs_power(ctx.ns, x, p), axis=tuple(range(2, rank)), keepdims=True)
+    return _root(ctx.ns, total, p)
+
+
+def _abs_power(ns, x, p):
+    # p is an int from opset 2 (a float before); 2 is by far the common case
+    return ns.square(x) if p == 2 else ns.power(ns.abs(x), float(p))
+
+
+def _root(ns, total, p):
+    return ns.sqrt(total) if p == 2 else ns.power(total, 1.0 / float(p))
