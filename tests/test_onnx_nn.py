@@ -395,6 +395,24 @@ def test_lp_normalization_leaves_zero_vectors_zero(p):
                                rtol=1e-6)
 
 
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("ignore", [None, 0, -1])
+def test_losses_match_onnxruntime(reduction, weighted, ignore):
+    rng = np.random.default_rng(9)
+    scores = _floats(rng, (3, 4, 2))
+    labels = rng.integers(0, 4, (3, 2)).astype(np.int64)
+    labels[0, 0] = -1 if ignore == -1 else labels[0, 0]
+    inputs = {"x": scores, "t": labels}
+    if weighted:
+        inputs["w"] = np.abs(_floats(rng, (4,))) + 0.1
+    attrs = {"reduction": reduction}
+    if ignore is not None:
+        attrs["ignore_index"] = ignore
+    _compare("SoftmaxCrossEntropyLoss", inputs, attrs, n_outputs=2, opset=13)
+    _compare("NegativeLogLikelihoodLoss", inputs, attrs, opset=13)
+
+
 # -- errors ---------------------------------------------------------------------------------
 def _error(op_type, inputs, attrs, opset=17, n_outputs=1):
     node = h.make_node(op_type, list(inputs), [f"y{i}" for i in range(n_outputs)], **attrs)

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from ..registry import converter
-from . import nn_conv, nn_pool  # noqa: F401  (register Conv, ConvTranspose, the poolings)
+from . import nn_conv, nn_loss, nn_pool  # noqa: F401  (register Conv, the losses, the pools)
 
 
 def _float_input(ctx, i=0):
