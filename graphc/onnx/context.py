@@ -76,11 +76,14 @@ class NodeContext:
             return value
         if isinstance(value, Node) and value.op.kind == "const":
             return np.asarray(value.value)
-        if isinstance(value, Node) and value.op.kind == "var":
+        sources = _graph_inputs_behind(value) if isinstance(value, Node) else []
+        if sources:
+            # computed from graph inputs (a CenterCropPad's pads, a window's length):
+            # the model is specialised on their values, one input at a time
             raise NeedsInputValue(f"{describe(self.node)}: input {i} ({self.node.input[i]!r}) "
-                                  "must be known while importing; it is the graph input "
-                                  f"{value.op['name']!r}, so the model is compiled for each of "
-                                  "its values", value.op["name"])
+                                  "must be known while importing; it is computed from the "
+                                  f"graph input {sources[0]!r}, so the model is compiled for "
+                                  "each of its values", sources[0])
         raise self.unsupported(f"input {i} ({self.node.input[i]!r}) must be a constant known "
                                "while importing (graphc graphs have static shapes), but it is "
                                "computed from the graph's inputs")
@@ -125,3 +128,17 @@ class NodeContext:
         if self.folding or isinstance(value, Node):
             return value
         return LAZY.const(np.asarray(value))
+
+
+def _graph_inputs_behind(value: Node) -> list:
+    """Names of the graph inputs (``var`` nodes) ``value`` is computed from."""
+    names, seen, stack = [], set(), [value]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op.kind == "var":
+            names.append(node.op["name"])
+        stack.extend(node.parents)
+    return sorted(names)
