@@ -16,7 +16,7 @@ from graphc.onnx import OnnxModelError, OnnxUnsupported  # noqa: E402
 from opcheck import examples  # noqa: E402
 
 F = TensorProto.FLOAT
-IR = {13: 8, 17: 8, 18: 8, 19: 9}
+IR = {13: 8, 17: 8, 18: 8, 19: 9, 21: 10}
 
 
 def _model(node, inputs: dict, n_outputs=1, opset=17, constants=()):
@@ -384,6 +384,27 @@ def test_batchnorm_training_outputs_match_onnxruntime(opset, n_outputs):
         attrs["training_mode"] = 1
     _compare("BatchNormalization", dict(x=x, s=scale, b=bias, m=mean, v=var), attrs,
              n_outputs=n_outputs, opset=opset)
+
+
+@pytest.mark.parametrize("opset", [18, 21])
+def test_group_normalization_scales_per_group_at_18_and_per_channel_at_21(opset):
+    rng = np.random.default_rng(10)
+    x = _floats(rng, (2, 6, 3))
+    per = 3 if opset < 21 else 6
+    scale, bias = _floats(rng, (per,)), _floats(rng, (per,))
+    from graphc.onnx.loaded import OnnxGraph
+
+    node = h.make_node("GroupNormalization", ["x", "s", "b"], ["y0"], num_groups=3,
+                       epsilon=1e-3)
+    model = _model(node, {"x": x, "s": scale, "b": bias}, opset=opset)
+    # onnx.checker refuses the deprecated opset-18 form: convert it without the checker
+    (got,) = OnnxGraph(model, None).run(x=x, s=scale, b=bias)
+    g = x.reshape(2, 3, -1)
+    normal = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-3))
+    if per == 3:
+        scale, bias = np.repeat(scale, 2), np.repeat(bias, 2)
+    want = normal.reshape(x.shape) * scale[:, None] + bias[:, None]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("p", [1, 2])

@@ -102,13 +102,9 @@ def layer_normalization(ctx):
     x = _float_input(ctx)
     ns, shape, dtype = ctx.ns, ctx.shape(0), ctx.dtype(0)
     axis = _axis(ctx, ctx.attr("axis"), len(shape))
-    stash = _STASH_TYPES.get(int(ctx.attr("stash_type")))
-    if stash is None:
-        raise ctx.unsupported(f"stash_type {ctx.attr('stash_type')} is not supported "
-                              f"(known: {sorted(_STASH_TYPES)})")
     # the statistics are computed in the stash type, the scaling in the input's
     axes = tuple(range(axis, len(shape)))
-    wide = _as(ctx, x, np.dtype(stash))
+    wide = _as(ctx, x, _stash(ctx))
     mean = ns.mean(wide, axis=axes, keepdims=True)
     centred = ns.subtract(wide, mean)
     inv_std = ns.divide(1.0, ns.sqrt(ns.add(ns.mean(ns.square(centred), axis=axes,
@@ -118,6 +114,59 @@ def layer_normalization(ctx):
     if ctx.has_input(2):
         y = ns.add(y, ctx.input(2))
     return y, mean, inv_std
+
+
+def _stash(ctx):
+    stash = _STASH_TYPES.get(int(ctx.attr("stash_type")))
+    if stash is None:
+        raise ctx.unsupported(f"stash_type {ctx.attr('stash_type')} is not supported "
+                              f"(known: {sorted(_STASH_TYPES)})")
+    return np.dtype(stash)
+
+
+@converter("RMSNormalization", attrs={"axis": -1, "epsilon": 1e-5, "stash_type": 1})
+def rms_normalization(ctx):
+    x = _float_input(ctx)
+    ns, shape, dtype = ctx.ns, ctx.shape(0), ctx.dtype(0)
+    axes = tuple(range(_axis(ctx, ctx.attr("axis"), len(shape)), len(shape)))
+    wide = _as(ctx, x, _stash(ctx))
+    mean_square = ns.mean(ns.square(wide), axis=axes, keepdims=True)
+    rms = ns.sqrt(ns.add(mean_square, float(ctx.attr("epsilon"))))
+    return ns.multiply(_as(ctx, ns.divide(wide, rms), dtype), ctx.input(1))
+
+
+@converter("GroupNormalization", attrs={"epsilon": 1e-5, "num_groups": None,
+                                        "stash_type": 1})
+def group_normalization(ctx):
+    x = _float_input(ctx)
+    ns, shape, dtype = ctx.ns, ctx.shape(0), ctx.dtype(0)
+    groups = ctx.attr("num_groups")
+    if groups is None:
+        raise ctx.invalid("attribute 'num_groups' is required")
+    groups = int(groups)
+    if len(shape) < 2 or groups < 1 or shape[1] % groups:
+        raise ctx.invalid(f"num_groups={groups} must divide the channels of the input "
+                          f"(N, C, ...), shape {shape}")
+    n, c = shape[:2]
+    # opset 18 takes one scale and bias per group, opset 21 one per channel
+    per = groups if ctx.opset < 21 else c
+    for i in (1, 2):
+        if ctx.shape(i) != (per,):
+            raise ctx.invalid(f"input {i} must have shape ({per},) at opset {ctx.opset}, got "
+                              f"{ctx.shape(i)}")
+    grouped = ns.reshape(_as(ctx, x, _stash(ctx)),
+                         (n, groups, math.prod(shape[1:]) // groups))
+    centred = ns.subtract(grouped, ns.mean(grouped, axis=2, keepdims=True))
+    var = ns.mean(ns.square(centred), axis=2, keepdims=True)
+    normal = ns.multiply(centred, ns.divide(1.0, ns.sqrt(ns.add(var, float(
+        ctx.attr("epsilon"))))))
+    normal = _as(ctx, ns.reshape(normal, shape), dtype)
+    scale, bias = ctx.input(1), ctx.input(2)
+    if per != c:
+        scale, bias = (ns.repeat(v, c // groups) for v in (scale, bias))
+    rest = (1,) * (len(shape) - 2)
+    return ns.add(ns.multiply(normal, ns.reshape(scale, (c,) + rest)),
+                  ns.reshape(bias, (c,) + rest))
 
 
 @converter("LRN", attrs={"size": None, "alpha": 1e-4, "beta": 0.75, "bias": 1.0})
