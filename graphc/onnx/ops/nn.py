@@ -1,7 +1,8 @@
 """Converters of ONNX's neural-network operators: normalisations (BatchNormalization,
-InstanceNormalization, LRN, LpNormalization, MeanVarianceNormalization),
-Gemm/MatMul and the Softmax family; Conv/ConvTranspose live in :mod:`.nn_conv`
-and the poolings in :mod:`.nn_pool`.
+InstanceNormalization, LayerNormalization, RMSNormalization, GroupNormalization, LRN,
+LpNormalization, MeanVarianceNormalization), Gemm/MatMul and the Softmax family;
+Conv/ConvTranspose live in :mod:`.nn_conv`, the poolings in :mod:`.nn_pool` and
+the losses in :mod:`.nn_loss`.
 
 >>> import numpy as np
 >>> from graphc.onnx.context import NodeContext

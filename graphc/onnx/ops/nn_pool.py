@@ -1,12 +1,13 @@
 """Converters of ONNX's pooling operators: MaxPool (with its optional Indices),
-AveragePool, GlobalAveragePool, GlobalMaxPool.
+AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool.
 
 A 2-D pooling without dilations maps onto ``max_pool2d`` / ``avg_pool2d``
 (ONNX's windows, ``ceil_mode`` and ``count_include_pad`` are PyTorch's, which is
 what those ops implement). Every other case (1-D, 3-D, dilations, integer
 inputs, Indices) is composed: the input is padded once, each kernel tap is a
 strided slice of it, and the taps are combined with ``maximum`` or ``add``; an
-average divides by a constant array counting the cells of each window.
+average divides by a constant array counting the cells of each window (LpPool
+sums ``|x| ** p`` the same way).
 
 >>> import numpy as np
 >>> from graphc.onnx.context import NodeContext
@@ -193,17 +194,6 @@ def lp_pool(ctx):
     for _, value in _taps(ns, powered, kernel, strides, dilations, pads, out, 0):
         total = value if total is None else ns.add(total, value)
     return _root(ns, total, p)
-
-
-@converter("GlobalLpPool", attrs={"p": 2})
-def global_lp_pool(ctx):
-    x, rank = ctx.input(0), len(ctx.shape(0))
-    if rank < 3 or ctx.dtype(0).kind != "f":
-        raise ctx.invalid(f"the input must be floating-point (N, C, D1, ...), got shape "
-                          f"{ctx.shape(0)} of {ctx.dtype(0)}")
-    p = ctx.attr("p")
-    total = ctx.ns.sum(_abs_power(ctx.ns, x, p), axis=tuple(range(2, rank)), keepdims=True)
-    return _root(ctx.ns, total, p)
 
 
 def _abs_power(ns, x, p):
