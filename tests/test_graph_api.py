@@ -463,3 +463,21 @@ def test_a_100000_node_chain_compiles_and_runs():
     np.testing.assert_array_equal(g.run(x=X), expected)
     assert len(g.to_dot().splitlines()) > 200_000
     assert to_networkx([y]).number_of_nodes() == 100_001
+
+
+def test_constants_adopt_only_arrays_that_cannot_change():
+    """A read-only owner, or a read-only view of immutable bytes, is adopted as a
+    constant without a copy; a read-only view of a writeable array is copied (its
+    owner could still change it)."""
+    owner = np.arange(6, dtype=np.float32)
+    owner.flags.writeable = False
+    from_bytes = np.frombuffer(np.arange(6, dtype=np.float32).tobytes(), np.float32)
+    writeable = np.arange(6, dtype=np.float32)
+    view = writeable[:]
+    view.flags.writeable = False
+    x = N.var("x", (6,))
+    for array, adopted in [(owner, True), (from_bytes, True), (view, False)]:
+        const = (x + array).parents[1]   # an array passed to an op becomes a constant
+        assert const.op.kind == "const"
+        assert np.shares_memory(const.value, array) == adopted
+        assert not const.value.flags.writeable

@@ -197,3 +197,35 @@ def test_batchnorm_folds_into_the_conv_before_it(bias):
     assert model.graph.initializer[0].name == "W"  # the user's model is untouched
     np.testing.assert_array_equal(nh.to_array(model.graph.initializer[0]),
                                   arrays["W"].astype(np.float32))
+
+
+def test_a_static_model_compiles_once_and_adopts_its_initializers():
+    """Loading compiles for the declared shapes and the first run reuses that graph;
+    raw-data initializers reach the graph without a copy."""
+    weight = np.arange(3, dtype=np.float32) + 1
+    model = _model([h.make_node("Mul", ["x", "w"], ["y"])],
+                   [h.make_tensor_value_info("x", F, [2, 3])],
+                   [h.make_tensor_value_info("y", F, [2, 3])], [nh.from_array(weight, "w")])
+    g = graphc.onnx.load(model, optimise=False)
+    compiled = g.executable
+    g.run(x=np.ones((2, 3), np.float32))
+    assert g.executable is compiled and len(g._compiled) == 1
+    (const,) = [n for n in compiled.graph.order if n.op.kind == "const"]
+    root = const.value
+    while isinstance(root, np.ndarray) and root.base is not None:
+        root = root.base
+    assert isinstance(root, bytes)   # a view of the initializer's bytes, not a copy
+
+
+def test_specialising_on_an_input_value_leaves_the_callers_array_writeable():
+    axes = np.array([1], np.int64)
+    model = _model([h.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)],
+                   [h.make_tensor_value_info("x", F, [2, 3]),
+                    h.make_tensor_value_info("axes", TensorProto.INT64, [1])],
+                   [h.make_tensor_value_info("y", F, [2])])
+    g = graphc.onnx.load(model)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(g.run(x=x, axes=axes)[0], x.sum(axis=1))
+    assert axes.flags.writeable
+    axes[0] = 0   # a new value: a new specialisation, not the stale one
+    np.testing.assert_array_equal(g.run(x=x, axes=axes)[0], x.sum(axis=0))

@@ -84,7 +84,8 @@ def import_graph(model, input_shapes: Mapping[str, tuple],
     for info in graph_inputs(graph):
         if info.name in input_values:
             dtype = onnx_dtype(info.type.tensor_type.elem_type, f"input {info.name!r}")
-            env[info.name] = _read_only(np.asarray(input_values[info.name], dtype))
+            # a copy: the caller's array must stay writeable and may change later
+            env[info.name] = _read_only(np.array(input_values[info.name], dtype, copy=True))
             continue
         shape = input_shapes.get(info.name) or declared_shape(info)
         if shape is None or any(d is None for d in shape):
@@ -131,8 +132,11 @@ def _conv_with_folded_weights(conv, bn, w, b, env):
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
-    # ascontiguousarray alone makes a 0-d array 1-d: keep the shape (Size, Shape->Gather)
-    array = np.ascontiguousarray(array).reshape(np.shape(array))
+    """``array`` contiguous and read-only, so the graph adopts it without a copy."""
+    array = np.asarray(array)
+    if not array.flags.c_contiguous:
+        # ascontiguousarray alone makes a 0-d array 1-d: keep the shape (Size)
+        array = np.ascontiguousarray(array).reshape(np.shape(array))
     array.flags.writeable = False
     return array
 

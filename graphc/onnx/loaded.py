@@ -53,8 +53,9 @@ class OnnxGraph:
         #: inputs whose values the import needs: compiled in as constants, per value
         self._value_inputs: set[str] = set()
         if not missing_shapes(model, self._given):
+            static = {n: self._given.get(n) or self._declared[n] for n in self.input_names}
             try:
-                self._last = self._compile(self._given)  # static: compile now, errors now
+                self._last = self._compile(static)  # static: compile now, errors now
             except NeedsInputValue as exc:  # compiled at the first run, with the value
                 self._value_inputs.add(exc.input_name)
 

@@ -77,6 +77,18 @@ for _cls in (Namespace, RandomFunctions):
             setattr(_cls, _name, _with_location(getattr(_cls, _name)))
 
 
+def _immutable(array: np.ndarray) -> bool:
+    """Whether ``array``'s contents can no longer change: it is read-only and so is
+    every array it views, down to an owner that is read-only or to ``bytes``."""
+    while isinstance(array, np.ndarray):
+        if array.flags.writeable:
+            return False
+        if array.base is None:
+            return True
+        array = array.base
+    return isinstance(array, bytes)
+
+
 class LazyNamespace(Namespace):
     """Functions that build :class:`Tensor` nodes (the ``graphc.ndarray`` module)."""
 
@@ -86,8 +98,9 @@ class LazyNamespace(Namespace):
     def _constant(self, array, name=None):
         array = np.asarray(array)
         # a read-only array that owns its data is taken as a promise that it stays as
-        # it is, so large weights are adopted without a copy; anything else is copied
-        if array.flags.writeable or not array.flags.owndata:
+        # it is, so large weights are adopted without a copy, as is a read-only view of
+        # immutable bytes (ONNX initializers); anything else is copied
+        if not _immutable(array):
             array = np.array(array, copy=True)
             array.flags.writeable = False
         as_dtype("const", array.dtype)
