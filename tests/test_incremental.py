@@ -159,3 +159,16 @@ def test_a_kept_output_overwritten_by_a_rerun_step_is_computed_again(plan):
         a, b = g.run(x=np.float32(value))
         np.testing.assert_allclose(a, np.tanh(np.float32(value)), rtol=1e-6)
         np.testing.assert_array_equal(b, [0.25])
+
+
+@pytest.mark.parametrize("plan", ["blocks", "offsets"])
+def test_feeding_a_variable_whose_update_is_computed_into_it_recomputes_the_update(plan):
+    """Found by hypothesis: v2 <- reshape(v0) is computed straight into v2; a run
+    that feeds only v2 overwrote that value, and the incremental schedule, seeing
+    v0 unchanged, skipped the step, so v2 kept the fed value instead of its update."""
+    v0, v2 = N.var("v0", ()), N.var("v2", (1,))
+    g = graphc.compile([v0, v2], [N.tanh(v0)], {v2: N.reshape(v0, (1,))}, plan=plan)
+    assert g.stats()["updates_into_variables"] == 1
+    g.run(v0=np.float32(0.5), v2=np.zeros(1, np.float32))
+    g.run(v2=np.full(1, -7.0, np.float32))
+    np.testing.assert_array_equal(g.value("v2"), [0.5])

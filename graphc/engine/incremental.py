@@ -38,6 +38,10 @@ class IncrementalSchedule:
             m = self.always_bit if KINDS[n.op.kind].stateful else 0
             for p in n.parents:
                 m |= mask.get(id(p), 0)
+            if id(n) in live.external:
+                # computed into its variable's memory: feeding that variable
+                # overwrites the value, so the step must run again
+                m |= self.input_bit[live.external[id(n)]]
             mask[id(n)] = m
             self.mask.append(m)
         self.index = {id(n): i for i, n in enumerate(live.steps)}
