@@ -112,8 +112,13 @@ def test_constant_adoption_does_not_copy():
     writable = np.ones(3, np.float32)
     c = N.add(N.var("y", (3,)), writable).parents[1]
     assert c.value is not writable and not c.value.flags.writeable
-    view = nn.frozen(np.ones((4, 4), np.float32))[1:]  # read-only but does not own its data
-    assert N.add(N.var("z", (3, 4)), view).parents[1].value.base is None
+    # a read-only view of a frozen owner cannot change either: adopted
+    view = nn.frozen(np.ones((4, 4), np.float32))[1:]
+    assert np.shares_memory(N.add(N.var("z", (3, 4)), view).parents[1].value, view)
+    # a read-only view of a writeable owner can: copied
+    loose = np.ones((4, 4), np.float32)[1:]
+    loose.flags.writeable = False
+    assert not np.shares_memory(N.add(N.var("q", (3, 4)), loose).parents[1].value, loose)
 
 
 def test_unfolded_inference_graph_keeps_batch_norm():
