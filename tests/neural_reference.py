@@ -316,3 +316,16 @@ def pooled_shape(case):
                 pool_extent(w, kernel[1], stride[1], pad[1], ceil_mode))
     except ValueError:
         return None
+
+
+def trained_looking(model, seed=0, dtype=np.float32):
+    """Parameters whose batch norms do something: random gamma, beta, running
+    statistics (as after training), biases non-zero."""
+    rng = np.random.default_rng(seed)
+    params = model.init(seed)
+    for name, value in params.items():
+        if name.endswith("running_var") or name.endswith(".weight") and value.ndim == 1:
+            params[name] = rng.uniform(0.5, 2.0, value.shape)
+        elif name.endswith(("running_mean", ".bias")):
+            params[name] = rng.normal(0, 0.5, value.shape)
+    return {k: np.asarray(v, dtype) for k, v in params.items()}

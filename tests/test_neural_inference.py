@@ -8,19 +8,7 @@ import graphc.eager as E
 import graphc.ndarray as N
 import graphc.neural as nn
 from graphc.neural import compile_inference, evaluate_accuracy, fold_batchnorm
-
-
-def trained_looking(model, seed=0, dtype=np.float32):
-    """Parameters whose batch norms do something: random gamma, beta, running
-    statistics (as after training), biases non-zero."""
-    rng = np.random.default_rng(seed)
-    params = model.init(seed)
-    for name, value in params.items():
-        if name.endswith("running_var") or name.endswith(".weight") and value.ndim == 1:
-            params[name] = rng.uniform(0.5, 2.0, value.shape)
-        elif name.endswith(("running_mean", ".bias")):
-            params[name] = rng.normal(0, 0.5, value.shape)
-    return {k: np.asarray(v, dtype) for k, v in params.items()}
+from neural_reference import trained_looking
 
 
 SMALL = [(lambda: nn.ResNet((1, 1, 1, 1), classes=7, width=8), (2, 3, 32, 32)),

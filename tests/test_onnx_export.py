@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given
 
 onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 
 import graphc  # noqa: E402
 import graphc.ndarray as N  # noqa: E402
@@ -19,16 +19,11 @@ import graphc.onnx  # noqa: E402
 from graphc.onnx import OnnxUnsupported  # noqa: E402
 from graphc.onnx.export import exported_kinds, to_onnx  # noqa: E402
 from graphc.onnx.export_ops import EXPORTERS  # noqa: E402
+from neural_reference import trained_looking  # noqa: E402
+from onnx_reference import onnxruntime_run  # noqa: E402
 from opcheck import examples, quiet  # noqa: E402
 
 
-def onnxruntime_run(model, feeds):
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.intra_op_num_threads = 2
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
 
 
 def op_types(model):
@@ -52,18 +47,6 @@ def assert_matches(got, want, rtol=1e-4, what=""):
 
 
 # -- the models ---------------------------------------------------------------------------------
-def trained_looking(model, seed=0):
-    """Parameters whose batch norms matter (as in test_neural_inference)."""
-    rng = np.random.default_rng(seed)
-    params = model.init(seed)
-    for name, value in params.items():
-        if name.endswith("running_var") or name.endswith(".weight") and value.ndim == 1:
-            params[name] = rng.uniform(0.5, 2.0, value.shape)
-        elif name.endswith(("running_mean", ".bias")):
-            params[name] = rng.normal(0, 0.5, value.shape)
-    return {k: np.asarray(v, np.float32) for k, v in params.items()}
-
-
 MODELS = {"resnet50": (lambda: nn.resnet50(classes=10), (2, 3, 64, 64)),
           "inception_v3": (lambda: nn.inception_v3(classes=10), (1, 3, 299, 299))}
 

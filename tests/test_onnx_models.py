@@ -7,19 +7,11 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 
 import graphc.onnx  # noqa: E402
 from graphc.onnx.zoo import LIGHT_MODELS, light_model, with_logits  # noqa: E402
-
-
-def _onnxruntime(model, feeds):
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.intra_op_num_threads = 2
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
+from onnx_reference import onnxruntime_run  # noqa: E402
 
 
 @pytest.mark.parametrize("name", LIGHT_MODELS)
@@ -29,7 +21,7 @@ def test_light_model_with_random_weights_matches_onnxruntime(name):
     (input_name,) = graph.input_names
     x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)
     ours = graph.run({input_name: x})
-    reference = _onnxruntime(model, {input_name: x})
+    reference = onnxruntime_run(model, {input_name: x})
     assert len(ours) == len(reference) == len(model.graph.output)
     for got, want in zip(ours, reference):
         assert got.shape == want.shape and got.dtype == want.dtype
