@@ -91,6 +91,7 @@ for _case in _cases.values():
             delattr(_case, _name)
         else:
             setattr(_case, _name, _skip_unsupported(getattr(_case, _name)))
+del _case, _name   # a class left bound here would be collected a second time
 globals().update(_cases)
 
 
