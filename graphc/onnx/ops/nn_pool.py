@@ -167,20 +167,17 @@ def _window_counts(spatial, kernel, strides, dilations, pads, out, include_pad):
     return np.asarray(grid, np.float64).reshape((1, 1) + tuple(out))
 
 
-@converter("GlobalAveragePool")
-def global_average_pool(ctx):
-    x = ctx.input(0)
-    if len(ctx.shape(0)) < 3:
-        raise ctx.invalid(f"the input must be (N, C, D1, ...), got shape {ctx.shape(0)}")
-    return ctx.ns.mean(x, axis=tuple(range(2, len(ctx.shape(0)))), keepdims=True)
+# global pooling: the reduction over every spatial axis, keeping them as size 1
+_GLOBAL_REDUCTIONS = {"GlobalAveragePool": "mean", "GlobalMaxPool": "max"}
 
 
-@converter("GlobalMaxPool")
-def global_max_pool(ctx):
-    x = ctx.input(0)
-    if len(ctx.shape(0)) < 3:
+@converter(*_GLOBAL_REDUCTIONS)
+def global_pool(ctx):
+    rank = len(ctx.shape(0))
+    if rank < 3:
         raise ctx.invalid(f"the input must be (N, C, D1, ...), got shape {ctx.shape(0)}")
-    return ctx.ns.max(x, axis=tuple(range(2, len(ctx.shape(0)))), keepdims=True)
+    reduce = getattr(ctx.ns, _GLOBAL_REDUCTIONS[ctx.node.op_type])
+    return reduce(ctx.input(0), axis=tuple(range(2, rank)), keepdims=True)
 
 
 @converter("LpPool", attrs={**_POOL_ATTRS, "p": 2})
