@@ -115,8 +115,9 @@ EXACT_ANY = {
     "concat": lambda x: N.concatenate([x, -x], axis=0),
     "broadcast": lambda x: N.broadcast_to(x, (2,) + x.shape),
     "take": lambda x: N.take(x, np.array([0, -1, 0]), axis=0),
-    "gather": lambda x: x[np.array([[0], [-1]]), :1] if x.ndim > 1 else x[np.array([1, 0])],
-    "gather_apart": lambda x: x[np.array([0, 1]), :, np.array([1, 0])] if x.ndim > 2 else x,
+    # indices 0 and -1 are valid on any axis, whatever earlier steps left of its size
+    "gather": lambda x: x[np.array([[0], [-1]]), :1] if x.ndim > 1 else x[np.array([-1, 0])],
+    "gather_apart": lambda x: x[np.array([0, -1]), :, np.array([-1, 0])] if x.ndim > 2 else x,
     "max": lambda x: N.max(x, axis=0), "min": lambda x: N.min(x, keepdims=True),
     "sign": N.sign, "floor": N.floor, "ceil": N.ceil, "round": N.round,
     "astype": lambda x: N.astype(N.astype(x, np.int32), np.float32) * 1.0,
