@@ -15,11 +15,12 @@ from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from .engine.checker import check_plan
+from .engine.checker import check_concurrent_plan, check_plan
 from .engine.cpu import CpuProgram
 from .engine.incremental import IncrementalSchedule
 from .engine.liveness import analyse
 from .engine.planners import make_plan
+from .engine.schedules import make_runner, worker_count
 from .graph import Graph, to_dot
 from .graph import save as save_graph
 from .graph.stats import structure_stats
@@ -32,7 +33,8 @@ from .type.errors import InputError
 def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = (),
             updates: Optional[Mapping[Node, Node]] = None, *, plan: str = "blocks",
             optimise=True, fast_math: bool = False, pinned: Sequence = (), seed=None,
-            copy_outputs: bool = True, check: bool = False) -> "Executable":
+            copy_outputs: bool = True, check: bool = False, schedule: str = "serial",
+            workers: Optional[int] = None) -> "Executable":
     """Compile ``outputs`` (one node or a list) as functions of the variables
     ``inputs``; ``updates`` maps variables to the values they take after each
     run (a training step's weights).
@@ -49,12 +51,18 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     output that is a variable with an update is still a copy: the update
     overwrites the variable). ``check=True`` verifies every optimiser pass and
     the memory plan with the independent checkers (slower; the tests do).
+    ``schedule="serial"`` (the default) runs the steps in the planned order;
+    ``schedule="parallel"`` runs each step as soon as the steps it depends on
+    are done, on ``workers`` threads (default: one per core), with a memory
+    plan that shares bytes only between steps that can never overlap (its
+    extra cost is ``stats()["parallel_extra_bytes"]``).
 
     Example::
 
         g = graphc.compile(inputs=[x, w], outputs=[h, y])
         h1, y1 = g.run(x=X, w=W)
     """
+    threads = worker_count(schedule, workers)     # checks both options before any work
     gc_was_enabled = gc.isenabled()
     gc.disable()  # building makes many small objects; full collections cost more than planning
     try:
@@ -75,14 +83,22 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
                           {var: value for (var, _), value in zip(source.updates,
                                                                  result.roots[k:])})
         keep = [p if isinstance(p, str) else p.name for p in pinned]
-        live = analyse(graph, keep)
+        concurrent = schedule == "parallel"
+        live = analyse(graph, keep, concurrent=concurrent)
         memory = make_plan(live, plan)
         if check:
             check_plan(live, memory)
-        program = CpuProgram(graph, live, memory, seed)
+            if concurrent:
+                check_concurrent_plan(live, memory)
+        program = CpuProgram(graph, live, memory, seed, threads)
+        runner = make_runner(schedule, graph, live, memory, program, workers)
+        # what parallelism costs: the same graph planned for the serial order
+        serial_bytes = (make_plan(analyse(graph, keep), plan).planned_bytes if concurrent
+                        else memory.planned_bytes)
         return Executable(graph, live, memory, program, single=single, copy_outputs=copy_outputs,
                           build_seconds=time.perf_counter() - started, source=source,
-                          report=report, passes=passes_run)
+                          report=report, passes=passes_run, schedule=schedule, runner=runner,
+                          serial_planned_bytes=serial_bytes)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -109,13 +125,19 @@ class Executable:
     """A compiled graph: ``run`` it, ``assign`` its variables, read ``stats``."""
 
     def __init__(self, graph, live, plan, program, *, single, copy_outputs, build_seconds,
-                 source=None, report=(), passes=()):
+                 source=None, report=(), passes=(), schedule="serial", runner=None,
+                 serial_planned_bytes=None):
         self.graph, self.liveness, self.plan, self.program = graph, live, plan, program
         self.source = source if source is not None else graph   # the graph before optimising
         self.report = list(report)
         self._passes = tuple(passes)
         self._single, self._copy = single, copy_outputs
         self._build_seconds = build_seconds
+        self.schedule = schedule
+        self._runner = runner if runner is not None else make_runner(
+            schedule, graph, live, plan, program)
+        self._serial_bytes = (plan.planned_bytes if serial_planned_bytes is None
+                              else serial_planned_bytes)
         self._vars = {v.name: v for v in graph.inputs}
         self._has_value: set[str] = set()
         self._changed: set[str] = set()      # inputs with new values since the last run
@@ -205,10 +227,9 @@ class Executable:
         self._store(checked)
         self._assigned.difference_update(checked)
         schedule = self._schedule
-        kernels, valid_after = schedule.plan_run(schedule.changed_mask(self._changed))
+        steps, kernels, valid_after = schedule.plan_run(schedule.changed_mask(self._changed))
         try:
-            for kernel in kernels:
-                kernel()
+            self._runner(steps, kernels)
         except BaseException:
             schedule.invalidate()
             raise
@@ -274,6 +295,13 @@ class Executable:
             "steps_last_run": self._steps_last_run,
             "elided_steps": self.program.elided,
             "build_seconds": self._build_seconds,
+            "schedule": self.schedule,
+            "workers": self._runner.workers,
+            "critical_path_steps": (live.concurrency.critical_path if live.concurrency
+                                    else None),
+            "serial_planned_bytes": self._serial_bytes,
+            "parallel_extra_bytes": plan.planned_bytes - self._serial_bytes,
+            "scratch_bytes": self.program.ctx.scratch_bytes,
             "nodes_unoptimised": source["nodes"],
             "edges_unoptimised": source["edges"],
             "optimiser_changes": changes,

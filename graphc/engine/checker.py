@@ -47,3 +47,62 @@ def check_plan(live, plan) -> None:
                                     f"{voff + v.nbytes}), alive until step "
                                     f"{live.last_use[id(v)]})")
         active.append(n)
+
+
+def check_concurrent_plan(live, plan) -> None:
+    """Raise :class:`PlanError` unless the plan is also safe when steps run in any
+    order their dependencies allow (SINGA's rule): two values share bytes only if
+    one's producer surely starts after every step touching the other has ended
+    (it depends on all of them), or it overwrites the other in place, exactly, as
+    a parent it may overwrite, after every other reader of it.
+
+    Reachability is computed here, independently of the planners' analysis.
+
+    >>> import graphc.ndarray as N
+    >>> from graphc.graph import Graph
+    >>> from graphc.engine.liveness import analyse
+    >>> from graphc.engine.planners import plan_blocks
+    >>> x = N.var("x", (8,))
+    >>> g = Graph([x], [N.sum(N.exp(x)) + N.sum(N.sin(x))])
+    >>> check_concurrent_plan(analyse(g, concurrent=True), plan_blocks(analyse(g, concurrent=True)))
+    >>> check_concurrent_plan(analyse(g), plan_blocks(analyse(g)))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    graphc.engine.checker.PlanError: sin#... (step 2) shares bytes with exp#... (step 0) but does not wait for sum#... (step 1), which uses them: the two may run at the same time
+    """
+    steps = live.steps
+    index = {id(n): i for i, n in enumerate(steps)}
+    ancestors = [0] * len(steps)
+    readers: list[list[int]] = [[] for _ in steps]
+    for i, n in enumerate(steps):
+        mask = 0
+        for p in n.parents:
+            j = index.get(id(p))
+            if j is not None:
+                mask |= ancestors[j] | (1 << j)
+                if i not in readers[j]:
+                    readers[j].append(i)
+        ancestors[i] = mask
+    placed = sorted((plan.place[id(n)][0], plan.place[id(n)][1], i) for i, n in enumerate(steps)
+                    if id(n) in plan.place and n.nbytes)
+    for k, (buf, off, i) in enumerate(placed):
+        end = off + steps[i].nbytes
+        for buf2, off2, j in placed[k + 1:]:
+            if buf2 != buf or off2 >= end:
+                break
+            _check_ordered(live, steps, ancestors, readers, *sorted((i, j)))
+
+
+def _check_ordered(live, steps, ancestors, readers, first, second) -> None:
+    """``second`` (the later step in the planned order) shares bytes with ``first``'s
+    value: every user of that value must be an ancestor of ``second``, but for
+    ``second`` itself when it overwrites that value in place."""
+    a, b = steps[first], steps[second]
+    in_place = any(p is a for p in live.inplace.get(id(b), ()))
+    for u in readers[first] + [first]:
+        if u == second and in_place:
+            continue
+        if not (ancestors[second] >> u) & 1:
+            raise PlanError(f"{b.label()} (step {second}) shares bytes with {a.label()} (step "
+                            f"{first}) but does not wait for {steps[u].label()} (step {u}), "
+                            f"which uses them: the two may run at the same time")

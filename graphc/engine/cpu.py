@@ -27,21 +27,36 @@ _ELIDABLE = frozenset({"reshape", "copy"})
 
 
 class RunContext:
-    """State kernels read at run time: the random generator (seedable)."""
+    """State kernels read at run time: the random generator (seedable) and the
+    scratch of streamed kernels."""
 
-    def __init__(self, seed=None):
+    def __init__(self, seed=None, scratch_slots: int = 1):
         self.rng = np.random.Generator(np.random.PCG64(seed))
-        self._scratch = None
+        self._slots = [None] * max(int(scratch_slots), 1)
+        self.scratch_taken: list[int] = []   # the slot of every scratch handed out
 
     def scratch(self, nbytes: int) -> np.ndarray:
-        """A scratch buffer shared by every kernel of this context (they run one at a
-        time): the chunk buffer of streamed kernels. Fixed size, made on first use, so
-        views bound at build time stay valid."""
+        """A scratch buffer shared by the kernels of this context: the chunk buffer of
+        streamed kernels. Kernels that share a slot must not run at the same time
+        (``scratch_taken`` says which slot each got); slots are dealt in turn, one
+        per worker of a parallel schedule. Fixed size, made on first use, so views
+        bound at build time stay valid."""
         if nbytes > SCRATCH_BYTES:
             raise ValueError(f"scratch: {nbytes} bytes asked, at most {SCRATCH_BYTES}")
-        if self._scratch is None:
-            self._scratch = aligned_bytes(SCRATCH_BYTES)
-        return self._scratch[:nbytes]
+        slot = len(self.scratch_taken) % len(self._slots)
+        self.scratch_taken.append(slot)
+        if self._slots[slot] is None:
+            self._slots[slot] = aligned_bytes(SCRATCH_BYTES)
+        return self._slots[slot][:nbytes]
+
+    @property
+    def scratch_slot_count(self) -> int:
+        return len(self._slots)
+
+    @property
+    def scratch_bytes(self) -> int:
+        """Bytes of scratch made so far (outside the memory plan)."""
+        return SCRATCH_BYTES * sum(s is not None for s in self._slots)
 
     def seed(self, seed) -> None:
         """Restart the draws: the same seed gives the same sequence of runs."""
@@ -62,8 +77,8 @@ def _address(a: np.ndarray) -> int:
 class CpuProgram:
     """Buffers, views and steps for one compiled graph on the CPU."""
 
-    def __init__(self, graph, live, plan, seed=None):
-        self.ctx = RunContext(seed)
+    def __init__(self, graph, live, plan, seed=None, scratch_slots: int = 1):
+        self.ctx = RunContext(seed, scratch_slots)
         self.buffers = [aligned_bytes(size) for size in plan.buffers]
         # np.empty: run() refuses to start before every variable has been set
         self.variables = {v.name: np.empty(v.shape, v.dtype) for v in graph.inputs}
@@ -81,14 +96,17 @@ class CpuProgram:
         self.values = values
         # kernels[i] computes live.steps[i]; None where the step is elided
         self.kernels = []
+        self.scratch_slots = []   # the scratch slots kernels[i] works in
         for n in live.steps:
             ins = [values[id(p)] for p in n.parents]
             out = values[id(n)]
+            taken = len(self.ctx.scratch_taken)
             if (n.op.kind in _ELIDABLE and ins[0].dtype == out.dtype
                     and _address(ins[0]) == _address(out)):
                 self.kernels.append(None)  # its parent already holds these bytes
-                continue
-            self.kernels.append(build_kernel(n.op, ins, out, self.ctx))
+            else:
+                self.kernels.append(build_kernel(n.op, ins, out, self.ctx))
+            self.scratch_slots.append(sorted(set(self.ctx.scratch_taken[taken:])))
         self.steps = [k for k in self.kernels if k is not None]
         self.elided = len(self.kernels) - len(self.steps)
 

@@ -66,8 +66,9 @@ class IncrementalSchedule:
         return m
 
     def plan_run(self, changed: int):
-        """``(kernels to call, validity after)`` for a run where ``changed`` inputs
-        (a bit mask) have new values; cached per (changed, validity)."""
+        """``(steps to run, their kernels, validity after)`` for a run where
+        ``changed`` inputs (a bit mask) have new values; cached per (changed,
+        validity). Steps are indices into ``live.steps``, in the planned order."""
         key = (changed, self.valid)
         hit = self._cache.get(key)
         if hit is None:
@@ -107,8 +108,8 @@ class IncrementalSchedule:
                     run[i] = True
                 if not lost:
                     break
-        kernels = [self.kernels[i] for i in range(n) if run[i] and self.kernels[i] is not None]
-        return kernels, frozenset(valid)
+        steps = [i for i in range(n) if run[i] and self.kernels[i] is not None]
+        return steps, [self.kernels[i] for i in steps], frozenset(valid)
 
     def commit(self, valid) -> None:
         """Record the validity after a run completed."""

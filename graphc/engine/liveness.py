@@ -15,8 +15,10 @@ Variables and constants are not planned (they own their memory).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ..type.kinds import KINDS, may_overwrite
+from .concurrency import Concurrency
 
 #: kinds that own their memory and are never planned
 UNPLANNED = frozenset({"var", "const"})
@@ -32,6 +34,9 @@ class Liveness:
     kept: set = field(default_factory=set)  # ids pinned because their inputs rarely change
     # id(update value) -> name of the variable it is computed straight into (unplanned)
     external: dict = field(default_factory=dict)
+    # happens-before facts when steps may run in any order their dependencies allow
+    # (schedule="parallel"); None for the planned serial order
+    concurrency: Optional[Concurrency] = None
 
     def kept_bytes(self) -> int:
         """Bytes held between runs for values of rarely-changing inputs."""
@@ -109,7 +114,7 @@ def _streams_over(node, position) -> bool:
             and all(p.size in (node.size, 1) for p in node.parents[:2]))
 
 
-def into_variables(graph, steps, step_of) -> dict[int, str]:
+def into_variables(graph, steps, step_of, concurrency=None) -> dict[int, str]:
     """Update values that can be computed straight into their variable's memory:
     ``id(value) -> variable name``. Safe when nothing reads the variable after the
     step computing its update (the step itself only where it may overwrite that
@@ -125,10 +130,12 @@ def into_variables(graph, steps, step_of) -> dict[int, str]:
     for _, value in graph.updates:
         sources[id(value)] = sources.get(id(value), 0) + 1
     last_read: dict[int, int] = {}
+    var_readers: dict[int, list[int]] = {}
     for n in steps:
         for p in n.parents:
             if p.op.kind == "var":
                 last_read[id(p)] = step_of[id(n)]
+                var_readers.setdefault(id(p), []).append(step_of[id(n)])
     chosen = {}
     for var, value in graph.updates:
         if (value.op.kind in UNPLANNED or id(value) in outputs or id(var) in outputs
@@ -140,14 +147,21 @@ def into_variables(graph, steps, step_of) -> dict[int, str]:
                 (may_overwrite(value.op, k) or _streams_over(value, k)) and _may_alias(value, var)
                 for k, p in enumerate(value.parents) if p is var):
             continue
+        if concurrency is not None and not all(
+                r == step or concurrency.before(r, step) for r in var_readers.get(id(var), ())):
+            continue  # a reader on a parallel branch could see the new value
         chosen[id(value)] = var.name
     return chosen
 
 
-def analyse(graph, keep=()) -> Liveness:
+def analyse(graph, keep=(), concurrent: bool = False) -> Liveness:
     """The liveness of ``graph.order`` (see the module docstring). Values that
     depend only on the inputs named in ``keep`` (and constants) are pinned too,
-    so they survive between runs that do not change those inputs."""
+    so they survive between runs that do not change those inputs. With
+    ``concurrent=True`` steps may later run in any order their dependencies
+    allow: ``live.concurrency`` holds the happens-before facts the planners
+    then respect, and a node overwrites a parent in place only when every
+    other reader of that parent surely ran before it."""
     steps = [n for n in graph.order if n.op.kind not in UNPLANNED]
     step_of = {id(n): i for i, n in enumerate(steps)}
     pinned = {id(n) for n in graph.outputs} | {id(v) for _, v in graph.updates}
@@ -164,7 +178,10 @@ def analyse(graph, keep=()) -> Liveness:
             last_use[key] = end
     live = Liveness(steps, step_of, last_use, pinned)
     live.kept = kept
-    live.external = into_variables(graph, steps, step_of)
+    if concurrent:
+        live.concurrency = Concurrency(live)
+    order = live.concurrency
+    live.external = into_variables(graph, steps, step_of, order)
     for i, n in enumerate(steps):
         if id(n) in live.external:
             continue  # it writes into its variable, not over a parent
@@ -172,7 +189,8 @@ def analyse(graph, keep=()) -> Liveness:
         for pos, p in enumerate(n.parents):
             if (id(p) in step_of and last_use[id(p)] == i and _may_alias(n, p)
                     and all(may_overwrite(n.op, k) for k, q in enumerate(n.parents) if q is p)
-                    and not any(q is p for q in allowed)):
+                    and not any(q is p for q in allowed)
+                    and (order is None or order.readers_before(step_of[id(p)], i))):
                 allowed.append(p)
         if allowed:
             live.inplace[id(n)] = allowed

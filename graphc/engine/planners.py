@@ -55,6 +55,19 @@ def plan_blocks(live: Liveness) -> Plan:
                 refs[id(p)] += 1
     plan = Plan("blocks", [])
     free: list[int] = []
+    order = live.concurrency
+    occupant: dict[int, int] = {}   # block -> step of the value it holds last
+    after: dict[int, int] = {}      # step -> steps surely after all its users (parallel)
+
+    def may_take(block, step, overwritable_blocks) -> bool:
+        # parallel schedule (SINGA's rule): the block's last value must be finished
+        # with, by its producer and every reader, before this step can start
+        if order is None or block in overwritable_blocks:
+            return True
+        last = occupant[block]
+        if last not in after:
+            after[last] = order.after_all_users(last)
+        return bool((after[last] >> step) & 1)
 
     def release(p):
         key = id(p)
@@ -72,12 +85,14 @@ def plan_blocks(live: Liveness) -> Plan:
         for p in n.parents:
             if id(p) in overwritable:
                 release(p)
-        size = n.nbytes
-        fitting = [b for b in free if plan.buffers[b] >= size]
+        size, step = n.nbytes, live.step_of[id(n)]
+        mine = {plan.place[key][0] for key in overwritable}
+        usable = [b for b in free if may_take(b, step, mine)]
+        fitting = [b for b in usable if plan.buffers[b] >= size]
         if fitting:
             block = min(fitting, key=lambda b: (plan.buffers[b], b))
-        elif free:
-            block = max(free, key=lambda b: (plan.buffers[b], -b))
+        elif usable:
+            block = max(usable, key=lambda b: (plan.buffers[b], -b))
             plan.buffers[block] = size
         else:
             block = len(plan.buffers)
@@ -85,6 +100,7 @@ def plan_blocks(live: Liveness) -> Plan:
             free.append(block)
         free.remove(block)
         plan.place[id(n)] = (block, 0)
+        occupant[block] = step
         for p in n.parents:
             if id(p) in refs and id(p) not in overwritable:
                 release(p)
@@ -126,23 +142,33 @@ def _merge_inplace_chains(live: Liveness):
 _BUCKET = 32
 
 
-def _place(chains, order):
+def _place(chains, order, after=None):
     """Offsets for ``chains`` placed in ``order``, each into the tightest gap
-    among already placed chains whose lifetimes overlap; returns (offsets, arena)."""
+    among already placed chains whose lifetimes overlap; returns (offsets, arena).
+    With ``after`` (chain -> bit set of steps surely after all its users: a
+    parallel schedule) chains that are not ordered one before the other overlap
+    too, whatever their places in the serial order."""
     buckets: dict[int, list] = {}
     offsets: dict[int, int] = {}
     arena = 0
     for c in order:
         start, end, size, _ = chains[c]
         size = _aligned(size)
-        seen, busy = set(), []
-        for b in range(start // _BUCKET, end // _BUCKET + 1):
-            for other in buckets.get(b, ()):
-                if other not in seen:
-                    seen.add(other)
-                    s, e = chains[other][0], chains[other][1]
-                    if s <= end and start <= e:
-                        busy.append((offsets[other], _aligned(chains[other][2])))
+        busy = []
+        if after is None:
+            seen = set()
+            for b in range(start // _BUCKET, end // _BUCKET + 1):
+                for other in buckets.get(b, ()):
+                    if other not in seen:
+                        seen.add(other)
+                        s, e = chains[other][0], chains[other][1]
+                        if s <= end and start <= e:
+                            busy.append((offsets[other], _aligned(chains[other][2])))
+        else:
+            # overlapping lifetimes are never ordered, so one test covers both
+            for other in offsets:
+                if not ((after[other] >> start) & 1 or (after[c] >> chains[other][0]) & 1):
+                    busy.append((offsets[other], _aligned(chains[other][2])))
         busy.sort()
         best, best_gap, cursor = None, None, 0
         for off, sz in busy:
@@ -169,7 +195,15 @@ def plan_offsets(live: Liveness) -> Plan:
     # long-lived values around them, which greedy-by-size would stack above them
     by_area = sorted(ids, key=lambda c: (-chains[c][2] * (chains[c][1] - chains[c][0] + 1),
                                          chains[c][0], c))
-    offsets, arena = min((_place(chains, order) for order in (by_size, by_lifetime, by_area)),
+    after = None
+    if live.concurrency is not None:
+        # a chain is finished with once its last member's users are (each member
+        # overwrote the one before only after that one's other readers); a pinned
+        # value (an output, an update) is never finished with
+        after = [0 if id(c[3][-1]) in live.pinned else
+                 live.concurrency.after_all_users(live.step_of[id(c[3][-1])]) for c in chains]
+    offsets, arena = min((_place(chains, order, after)
+                          for order in (by_size, by_lifetime, by_area)),
                          key=lambda result: result[1])
     plan = Plan("offsets", [arena], aliases=aliases)
     for n in live.planned_steps():
