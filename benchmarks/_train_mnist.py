@@ -1,10 +1,14 @@
-"""Train Owl's MNIST CNN as one compiled graph and report its test accuracy.
+"""Train Owl's MNIST CNN with the SINGA-style model API and report its test
+accuracy: ``model.compile(inputs, is_train, use_graph, sequential)`` once, then
+``model.train_one_batch`` per batch and ``model(x)`` to predict.
 
-``python3 benchmarks/_train_mnist.py EPOCHS [DATA_DIR] [SEED]``: batch 100,
-AdaGrad (lr 0.005) as in Owl's example, on Fashion-MNIST (installed from
+``python3 benchmarks/_train_mnist.py EPOCHS [DATA_DIR] [SEED] [MODE]``: batch
+100, AdaGrad (lr 0.005) as in Owl's example, on Fashion-MNIST (installed from
 Debian's package when missing and allowed) or the IDX files of ``DATA_DIR``;
-synthetic data, announced loudly, when neither can be had. A progress bar goes
-to stderr; the last stdout line is a JSON object.
+synthetic data, announced loudly, when neither can be had. ``MODE`` is
+``graph`` (the default: one traced, compiled step), ``parallel`` (the same on
+the parallel schedule) or ``eager`` (no graph). A progress bar goes to stderr;
+the last stdout line is a JSON object.
 """
 from __future__ import annotations
 
@@ -34,13 +38,15 @@ def _bar(total):
         return None
 
 
-def main(epochs: float, directory: str, seed: int) -> dict:
+def main(epochs: float, directory: str, seed: int, mode: str = "graph") -> dict:
     where = data_directory(directory or None)
     data = nn.load_or_synthetic(where, seed=seed) if where else nn.load_or_synthetic(
         "/nonexistent-fashion-mnist", seed=seed)
     model = nn.MnistCNN()
-    trainer = nn.compile_training(model, nn.AdaGrad(0.005), (BATCH, 1, 28, 28), seed=seed,
-                                  plan="offsets")
+    example = [data.x_train[:BATCH], data.y_train[:BATCH]]
+    model.compile(example, is_train=True, use_graph=mode != "eager",
+                  sequential=mode != "parallel", optimiser=nn.AdaGrad(0.005), seed=seed,
+                  plan="offsets")
     steps_per_epoch = len(data.x_train) // BATCH
     total = int(math.ceil(epochs * steps_per_epoch))
     bar = _bar(total)
@@ -48,7 +54,7 @@ def main(epochs: float, directory: str, seed: int) -> dict:
     epoch = 0
     while done < total:
         for xb, yb in nn.batches(data.x_train, data.y_train, BATCH, seed=seed + epoch):
-            losses.append(trainer.step(xb, yb))
+            losses.append(model.train_one_batch(xb, yb))
             done += 1
             if bar is not None:
                 bar.update(1)
@@ -60,9 +66,9 @@ def main(epochs: float, directory: str, seed: int) -> dict:
     seconds = time.perf_counter() - started
     if bar is not None:
         bar.close()
-    predict = nn.compile_inference(model, trainer.params(), (BATCH, 1, 28, 28))
-    accuracy = nn.evaluate_accuracy(predict, data.x_test, data.y_test)
-    return {"data": ("Fashion-MNIST" if where == DEBIAN_DIR else
+    model.eval()
+    accuracy = nn.evaluate_accuracy(model, data.x_test, data.y_test, batch=BATCH)
+    return {"mode": mode, "data": ("Fashion-MNIST" if where == DEBIAN_DIR else
                      "SYNTHETIC data" if data.source == "synthetic" else data.source),
             "source": data.source, "epochs": epochs, "steps": done,
             "train_examples": len(data.x_train), "test_examples": len(data.x_test),
@@ -75,4 +81,7 @@ if __name__ == "__main__":
     epochs = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
     directory = sys.argv[2] if len(sys.argv) > 2 else ""
     seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-    print(json.dumps(main(epochs, directory, seed)))
+    mode = sys.argv[4] if len(sys.argv) > 4 else "graph"
+    if mode not in ("graph", "parallel", "eager"):
+        sys.exit(f"_train_mnist.py: MODE must be graph, parallel or eager, not {mode!r}")
+    print(json.dumps(main(epochs, directory, seed, mode)))

@@ -11,9 +11,11 @@ many times with no allocation.
 array([2., 2., 2., 2.], dtype=float32)
 """
 from .compiler import Executable, compile, load
+from .tracing import State, TracedFunction, trace
 from .type.errors import (DTypeError, GraphcError, GraphError, IndexOutOfRange, InputError,
                           ShapeError)
 
 __version__ = "0.1.0"
-__all__ = ["compile", "load", "Executable", "GraphcError", "ShapeError", "DTypeError",
+__all__ = ["compile", "load", "Executable", "trace", "TracedFunction", "State",
+           "GraphcError", "ShapeError", "DTypeError",
            "InputError", "GraphError", "IndexOutOfRange", "__version__"]

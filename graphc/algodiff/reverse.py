@@ -124,8 +124,11 @@ def grad(loss, wrt, seed=None):
         dw, dx = N.grad(loss, [w, x])
         step = graphc.compile([x, w, y], loss, updates={w: w - 0.1 * dw})
     """
-    single = isinstance(wrt, Node)
+    single = isinstance(wrt, Node) or hasattr(wrt, "__graphc_value__")
     targets = [wrt] if single else list(wrt) if isinstance(wrt, (list, tuple)) else None
+    if targets is not None:   # a graphc.State in a traced function: its current node
+        targets = [t.__graphc_value__(NS) if hasattr(t, "__graphc_value__") else t
+                   for t in targets]
     if targets is None:
         raise GraphError(f"grad: wrt must be a graph node or a list of nodes, got "
                          f"{type(wrt).__name__}")
@@ -143,6 +146,30 @@ def grad(loss, wrt, seed=None):
     grads = backward(NS, loss, targets, seed, _lazy_parents, _identity)
     grads = [NS.zeros(t.shape, t.dtype) if g is None else g for t, g in zip(targets, grads)]
     return grads[0] if single else grads
+
+
+def value_and_grad(f, argnums=0):
+    """A function returning ``(f(*args), gradient)`` as graph nodes: the graph
+    twin of ``graphc.eager.value_and_grad``, so code written against a namespace
+    differentiates the same way in both modes. ``argnums``: an int (one
+    gradient) or a tuple (a tuple of gradients) of positional arguments, which
+    must be graph nodes (variables) or ``graphc.State`` objects.
+
+    Example::
+
+        loss, (dw, db) = N.value_and_grad(loss_fn, argnums=(0, 1))(w, b, x)
+    """
+    if not callable(f):
+        raise TypeError(f"value_and_grad: f must be callable, got {f!r}")
+    several = isinstance(argnums, tuple)
+
+    def value_and_gradient(*args, **kwargs):
+        value = f(*args, **kwargs)
+        grads = grad(value, [args[i] for i in (argnums if several else (argnums,))])
+        return value, tuple(grads) if several else grads[0]
+
+    value_and_gradient.__name__ = f"value_and_grad({getattr(f, '__name__', 'f')})"
+    return value_and_gradient
 
 
 def check_loss(ns, loss, seed, label):

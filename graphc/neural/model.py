@@ -16,11 +16,14 @@ from typing import Optional
 
 import numpy as np
 
+from .compiled import CompiledModel
 from .layers import BN_MOMENTUM, ConvBN, Context, Param
 
 
-class Model:
-    """A network: ``init(seed)`` makes its arrays, ``forward(ns, params, x)`` runs it.
+class Model(CompiledModel):
+    """A network: ``init(seed)`` makes its arrays, ``forward(ns, params, x)`` runs it;
+    ``compile(inputs, is_train, use_graph, sequential)`` then ``train_one_batch``
+    and ``model(x)`` train and infer with arrays it holds (see :mod:`.compiled`).
 
     Attributes: ``name``, ``input_shape`` (C, H, W) it was designed for,
     ``classes``; inputs of other spatial sizes work where the architecture

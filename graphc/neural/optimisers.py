@@ -113,6 +113,29 @@ class Optimiser:
             np.copyto(shared[k], value, casting="same_kind")
 
 
+    # -- on graphc.State objects (either mode) ---------------------------------------------
+    def apply(self, ns, params: dict, grads: dict, state: dict) -> None:
+        """One step on :class:`graphc.State` objects: ``params`` and ``state`` map names
+        to states (``state`` as made from :meth:`init_eager`), ``grads`` names to
+        gradients. Every value is read before any is assigned, so the same code is
+        an eager step (``ns`` = ``graphc.eager``) or, inside a traced function, the
+        graph's update edges (``ns`` = ``graphc.ndarray``).
+
+        Example: ``opt.apply(N, {"w": w_state}, {"w": gw}, slot_states)``
+        """
+        shared = {k: state[self.global_name(k)].read() for k in self.global_state()}
+        advanced = self.advance(ns, shared)
+        # the order of graph_updates, so a traced step is the hand-built graph exactly
+        new = [(state[self.global_name(k)], value) for k, value in advanced.items()]
+        for name, g in grads.items():
+            slots = {s: state[self.slot_name(s, name)].read() for s in self.slots}
+            new_p, new_slots = self.rule(ns, params[name].read(), g, slots, advanced)
+            new.append((params[name], new_p))
+            new += [(state[self.slot_name(s, name)], value) for s, value in new_slots.items()]
+        for target, value in new:
+            target.assign(value)
+
+
 class SGD(Optimiser):
     """Stochastic gradient descent, with PyTorch's momentum when ``momentum > 0``:
     ``v <- momentum v + g; p <- p - lr v`` (else ``p <- p - lr g``).

@@ -187,22 +187,32 @@ def compile_inference(model, params: dict, batch_shape, fold: bool = True,
     return compile_graph([x], logits, **compile_options)
 
 
-def evaluate_accuracy(predict, x: np.ndarray, y: np.ndarray) -> float:
+def evaluate_accuracy(predict, x: np.ndarray, y: np.ndarray,
+                      batch: Optional[int] = None) -> float:
     """The fraction of ``x`` whose argmax logit equals ``y``, with ``predict`` an
-    executable from :func:`compile_inference` (a last partial batch is padded).
+    executable from :func:`compile_inference`, or any function from a batch to its
+    logits (a compiled :class:`~.Model` in eval mode) with its ``batch`` size; a
+    last partial batch is padded.
 
     Example: ``accuracy = evaluate_accuracy(predict, x_test, y_test)``
     """
-    batch = predict.graph.inputs[0].shape[0]
+    if hasattr(predict, "run"):
+        batch, predict = predict.graph.inputs[0].shape[0], _by_keyword(predict)
+    elif batch is None:
+        raise ValueError("evaluate_accuracy: give the batch size of a predict function")
     correct = 0
     for start in range(0, len(x), batch):
         xb = np.asarray(x[start:start + batch], np.float32)
         n = len(xb)
         if n < batch:
             xb = np.concatenate([xb, np.zeros((batch - n,) + xb.shape[1:], np.float32)])
-        logits = predict.run(x=xb)
+        logits = predict(xb)
         correct += int(np.sum(np.argmax(logits[:n], axis=1) == y[start:start + n]))
     return correct / max(len(x), 1)
+
+
+def _by_keyword(executable):
+    return lambda xb: executable.run(x=xb)
 
 
 __all__ = ["Trainer", "EagerTrainer", "training_graph", "compile_training", "compile_inference",

@@ -58,6 +58,9 @@ class Backend:
         by NumPy's promotion (``float32 array + 0.5`` stays float32)."""
         if self._is_value(x):
             return x
+        hook = getattr(type(x), "__graphc_value__", None)
+        if hook is not None:          # an object that knows its value here (graphc.State)
+            return hook(x, self)
         if is_python_scalar(x):
             dtype = np.result_type(like.dtype, x) if like is not None else np.asarray(x).dtype
             return self._constant(np.asarray(x, dtype=dtype))
