@@ -184,10 +184,18 @@ def test_onehot_axis_and_out_of_range_indices(dims, data):
                                       "v": np.array([2, 5], np.float32)}, {"axis": axis})
 
 
-def test_onehot_float_indices_match_only_whole_numbers():
+def test_onehot_float_indices_are_cast_to_int64():
+    """The spec: non-integer indices are cast to int64 (truncated) before use, as
+    onnxruntime does since 1.32 (1.31 and onnx's reference matched only whole
+    numbers), so the expectation is written out here."""
     indices = np.array([[1.7, -1.0], [2.0, -1.2]], np.float32)
-    _check("OneHot", {"i": indices}, {"d": np.array(3.0, np.float32),
-                                      "v": np.array([0, 1], np.float32)}, {"axis": 0})
+    model = _model("OneHot", {"i": indices}, {"d": np.array(3.0, np.float32),
+                                              "v": np.array([0, 1], np.float32)}, {"axis": 0})
+    got = _graphc(model, _feeds({"i": indices}, {"d": np.array(3.0, np.float32),
+                                                  "v": np.array([0, 1], np.float32)}))[0]
+    classes = np.array([[1, 2], [2, 2]])           # 1.7 -> 1, -1 -> 2, 2 -> 2, -1.2 -> -1 -> 2
+    np.testing.assert_array_equal(got, np.stack([classes == k for k in range(3)]).astype(
+        np.float32))
 
 
 @pytest.mark.parametrize("op, mode", [("DepthToSpace", "DCR"), ("DepthToSpace", "CRD"),

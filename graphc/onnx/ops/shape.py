@@ -482,9 +482,9 @@ def one_hot(ctx):
         raise ctx.invalid(f"axis {axis} is out of range for an output of rank {rank + 1}")
     axis = axis + rank + 1 if axis < 0 else axis
     ns = ctx.ns
-    # negative in-range indices count from the end; out-of-range ones (and, as in onnx's
-    # reference and onnxruntime, non-integral float ones) match nothing
-    kind = np.int64 if ctx.dtype(0).kind in "iub" else ctx.dtype(0)
+    # the spec casts indices to int64 (a float truncates, as in onnxruntime >= 1.32);
+    # negative in-range indices count from the end, out-of-range ones match nothing
+    kind = np.int64
     indices = ns.astype(indices, kind)
     indices = ns.where(ns.less(indices, 0), ns.add(indices, np.asarray(depth, kind)), indices)
     targets = np.arange(depth, dtype=kind).reshape((depth,) + (1,) * (rank - axis))
