@@ -33,9 +33,10 @@ def progress(total, desc):
         return _Plain()
 
 
-def run_child(script, *args, timeout=3600, passthrough=False) -> dict:
-    """Run ``script`` in a fresh Python; its last stdout line is a JSON object."""
-    env = dict(os.environ, **CHILD_ENV)
+def run_child(script, *args, timeout=3600, passthrough=False, env=None) -> dict:
+    """Run ``script`` in a fresh Python (``env`` adds variables); its last stdout
+    line is a JSON object."""
+    env = dict(os.environ, **CHILD_ENV, **(env or {}))
     proc = subprocess.run([sys.executable, os.path.join(HERE, script), *map(str, args)],
                           stdout=subprocess.PIPE, stderr=None if passthrough else subprocess.PIPE,
                           text=True, env=env, timeout=timeout, cwd=ROOT)
