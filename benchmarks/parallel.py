@@ -9,6 +9,8 @@ Each case is compiled twice, ``schedule="serial"`` and ``schedule="parallel"``
 - ``wide-ufunc KxL``: K independent branches of L elementwise ops (sin, exp,
   multiply, add: no fusion, ``optimise=False``) on 2**20 float32 each, summed at
   the end: NumPy's ufuncs release the GIL, so branches overlap.
+- ``wide-fused KxL``: the same with the optimiser on: each branch is one fused
+  kernel streaming through a cache-sized scratch (one scratch per worker).
 - ``wide-gemm K``: K independent chains of three 512x512 float32 matmuls, summed:
   BLAS releases the GIL but is itself threaded.
 - ``inception_v3 b1`` and ``resnet50 b1``: inference at 299x299 / 224x224, batch
@@ -53,7 +55,7 @@ BLAS_SETTINGS = {"blas-threads": {}, "blas-1": {"OPENBLAS_NUM_THREADS": "1",
 
 
 # -- the child: one BLAS setting, every case ----------------------------------------------
-def _wide_ufunc(branches, length, size=1 << 20):
+def _wide_ufunc(branches, length, size=1 << 20, optimise=False):
     import numpy as np
 
     import graphc.ndarray as N
@@ -65,7 +67,7 @@ def _wide_ufunc(branches, length, size=1 << 20):
             h = [N.sin, N.exp, lambda v: v * 0.5, lambda v: v + 0.25][i % 4](h)
         total = h if total is None else total + h
     feeds = {"x": np.random.default_rng(0).uniform(-1, 1, size).astype(np.float32)}
-    return [x], total, feeds, {"optimise": False}
+    return [x], total, feeds, {"optimise": optimise}
 
 
 def _wide_gemm(branches, n=512):
@@ -99,6 +101,8 @@ def _model(name):
 
 def _cases(quick):
     cases = [(f"wide-ufunc {k}x8", lambda k=k: _wide_ufunc(k, 8)) for k in (1, 2, 4, 8)]
+    cases += [(f"wide-fused {k}x8", lambda k=k: _wide_ufunc(k, 8, optimise=True))
+              for k in (2, 8)]
     cases += [(f"wide-gemm {k}", lambda k=k: _wide_gemm(k)) for k in (2, 4)]
     cases += [("inception_v3 b1", lambda: _model("inception_v3"))]
     if not quick:

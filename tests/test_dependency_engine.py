@@ -384,3 +384,23 @@ def test_vars_belong_to_their_engine():
     with pytest.raises(ValueError):
         a.push(lambda: None, mutate_vars=["v"])
     assert a.pending == 0 and b.pending == 0
+
+
+@pytest.mark.parametrize("make_policy", [Inline, lambda: ThreadPool(2)], ids=["inline", "pool"])
+def test_a_long_chain_runs_on_one_thread_without_recursion(make_policy):
+    """Each op of a chain is made ready by the one before, which runs it next on the
+    same thread: 5000 ops would overflow the stack if each ready op recursed."""
+    policy = make_policy()
+    engine, seen = DependencyEngine(policy), []
+    v = engine.new_var("v")
+
+    def first():     # queues the chain behind itself: all of it waits on v
+        for k in range(5000):
+            engine.push(lambda k=k: seen.append((k, threading.current_thread().name)),
+                        mutate_vars=[v])
+
+    engine.push(first, mutate_vars=[v])
+    engine.wait_all()
+    assert [k for k, _ in seen] == list(range(5000))
+    if isinstance(policy, ThreadPool):
+        policy.close()

@@ -207,26 +207,31 @@ class DependencyEngine:
             self._policy.submit(r)
 
     def _run(self, op: _Op) -> None:
-        # unlocked look: a failing op records its error before releasing its vars
-        if self._error is None:
-            try:
-                op.fn()
-            except BaseException as e:   # noqa: BLE001 - handed to wait_all
-                with self._lock:
-                    self._error = e if self._error is None else self._error
-        ready: list[_Op] = []
-        with self._lock:
-            for v in op.reads:
-                v._reads -= 1
-                _grant(v, ready)
-            for v in op.writes:
-                v._writing = False
-                _grant(v, ready)
-            self._pending -= 1
-            if self._pending == 0:
-                self._idle.notify_all()
-        for r in ready:
-            self._policy.submit(r)
+        # an op made ready by the one just finished runs next on this same thread: a
+        # chain of dependent ops pays no hand-over to another thread, and under Inline
+        # it loops instead of recursing once per op
+        while op is not None:
+            # unlocked look: a failing op records its error before releasing its vars
+            if self._error is None:
+                try:
+                    op.fn()
+                except BaseException as e:   # noqa: BLE001 - handed to wait_all
+                    with self._lock:
+                        self._error = e if self._error is None else self._error
+            ready: list[_Op] = []
+            with self._lock:
+                for v in op.reads:
+                    v._reads -= 1
+                    _grant(v, ready)
+                for v in op.writes:
+                    v._writing = False
+                    _grant(v, ready)
+                self._pending -= 1
+                if self._pending == 0:
+                    self._idle.notify_all()
+            op = ready.pop() if ready else None
+            for r in ready:
+                self._policy.submit(r)
 
     def wait_all(self) -> None:
         """Block until every op pushed so far has completed; then re-raise the
