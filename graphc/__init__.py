@@ -12,10 +12,10 @@ array([2., 2., 2., 2.], dtype=float32)
 """
 from .compiler import Executable, compile, load
 from .tracing import State, TracedFunction, trace
-from .type.errors import (DTypeError, GraphcError, GraphError, IndexOutOfRange, InputError,
-                          ShapeError)
+from .type.errors import (DeviceError, DTypeError, GraphcError, GraphError, IndexOutOfRange,
+                          InputError, ShapeError)
 
 __version__ = "0.1.0"
 __all__ = ["compile", "load", "Executable", "trace", "TracedFunction", "State",
            "GraphcError", "ShapeError", "DTypeError",
-           "InputError", "GraphError", "IndexOutOfRange", "__version__"]
+           "InputError", "GraphError", "DeviceError", "IndexOutOfRange", "__version__"]

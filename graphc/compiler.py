@@ -16,7 +16,7 @@ from typing import Mapping, Optional, Sequence, Union
 import numpy as np
 
 from .engine.checker import check_concurrent_plan, check_plan
-from .engine.cpu import CpuProgram
+from .engine.devices import check_device, make_program
 from .engine.incremental import IncrementalSchedule
 from .engine.liveness import analyse
 from .engine.planners import make_plan
@@ -27,14 +27,14 @@ from .graph.stats import structure_stats
 from .optimiser.passes import optimise as run_passes
 from .optimiser.passes import select_passes
 from .symbol.node import Node
-from .type.errors import InputError
+from .type.errors import DeviceError, InputError
 
 
 def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = (),
             updates: Optional[Mapping[Node, Node]] = None, *, plan: str = "blocks",
             optimise=True, fast_math: bool = False, pinned: Sequence = (), seed=None,
             copy_outputs: bool = True, check: bool = False, schedule: str = "serial",
-            workers: Optional[int] = None) -> "Executable":
+            workers: Optional[int] = None, device: str = "cpu") -> "Executable":
     """Compile ``outputs`` (one node or a list) as functions of the variables
     ``inputs``; ``updates`` maps variables to the values they take after each
     run (a training step's weights).
@@ -55,14 +55,20 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     ``schedule="parallel"`` runs each step as soon as the steps it depends on
     are done, on ``workers`` threads (default: one per core), with a memory
     plan that shares bytes only between steps that can never overlap (its
-    extra cost is ``stats()["parallel_extra_bytes"]``).
+    extra cost is ``stats()["parallel_extra_bytes"]``). ``device="cuda"`` runs
+    the same plan in GPU memory through CuPy (imported only then; a clear
+    ``DeviceError`` says what is missing), serially, outputs copied to the host.
 
     Example::
 
         g = graphc.compile(inputs=[x, w], outputs=[h, y])
         h1, y1 = g.run(x=X, w=W)
     """
-    threads = worker_count(schedule, workers)     # checks both options before any work
+    threads = worker_count(schedule, workers)     # checks the options before any work
+    if check_device(device) != "cpu" and schedule != "serial":
+        raise DeviceError(f"compile: schedule {schedule!r} runs steps on CPU threads; "
+                          f"device {device!r} runs them in order on one stream (use "
+                          "schedule='serial')")
     gc_was_enabled = gc.isenabled()
     gc.disable()  # building makes many small objects; full collections cost more than planning
     try:
@@ -90,7 +96,7 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
             check_plan(live, memory)
             if concurrent:
                 check_concurrent_plan(live, memory)
-        program = CpuProgram(graph, live, memory, seed, threads)
+        program = make_program(device, graph, live, memory, seed, threads)
         runner = make_runner(schedule, graph, live, memory, program, workers)
         # what parallelism costs: the same graph planned for the serial order
         serial_bytes = (make_plan(analyse(graph, keep), plan).planned_bytes if concurrent
@@ -131,7 +137,7 @@ class Executable:
         self.source = source if source is not None else graph   # the graph before optimising
         self.report = list(report)
         self._passes = tuple(passes)
-        self._single, self._copy = single, copy_outputs
+        self._single, self._copy = single, copy_outputs or not program.host_views
         self._build_seconds = build_seconds
         self.schedule = schedule
         self._runner = runner if runner is not None else make_runner(
@@ -192,7 +198,7 @@ class Executable:
     def _store(self, checked) -> None:
         variables = self.program.variables
         for name, array in checked.items():
-            np.copyto(variables[name], array)
+            variables[name][...] = array       # host to device too, where it lives there
         self._has_value.update(checked)
         self._changed.update(checked)
 
@@ -204,7 +210,7 @@ class Executable:
         if name not in self._has_value:
             raise InputError(f"value: variable {name!r} has no value yet; give it to run or "
                              "assign first")
-        return self.program.variables[name].copy()
+        return self.program.to_host(self.program.variables[name])
 
     # -- running -----------------------------------------------------------------
     def run(self, feeds: Optional[Mapping] = None, /, **kwargs):
@@ -237,7 +243,7 @@ class Executable:
         self._changed = set(self._updated_names)
         self._steps_last_run = len(kernels)
         if self._copy:
-            results = [o.copy() for o in self._outputs]
+            results = [self.program.to_host(o) for o in self._outputs]
         else:
             results = [o.copy() if stale else o.view()
                        for o, stale in zip(self._outputs, self._overwritten)]
@@ -246,7 +252,7 @@ class Executable:
         # updates are simultaneous: values read from other variables are staged first
         staged = [(dst, src.copy() if from_var else src) for dst, src, from_var in self._updates]
         for dst, src in staged:
-            np.copyto(dst, src)
+            dst[...] = src
         return results[0] if self._single else results
 
     def seed(self, seed) -> None:

@@ -110,6 +110,12 @@ class CpuProgram:
         self.steps = [k for k in self.kernels if k is not None]
         self.elided = len(self.kernels) - len(self.steps)
 
+    host_views = True      # values are host arrays: copy_outputs=False may hand out views
+
+    def to_host(self, array: np.ndarray) -> np.ndarray:
+        """A copy of one of this program's arrays (they already are NumPy arrays)."""
+        return array.copy()
+
     def execute(self) -> None:
         """Run every step in the planned order."""
         for step in self.steps:

@@ -28,3 +28,7 @@ class GraphError(GraphcError, ValueError):
 
 class IndexOutOfRange(ShapeError, IndexError):
     """An index outside its axis, found while the graph is built."""
+
+
+class DeviceError(GraphcError, RuntimeError):
+    """A device that cannot be used: its library (CuPy) missing, no GPU, an unknown name."""

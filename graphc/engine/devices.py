@@ -1,0 +1,77 @@
+"""The devices a graph can be compiled for, and what each one needs.
+
+``"cpu"`` runs on NumPy (always there). ``"cuda"`` runs on an NVIDIA GPU through
+CuPy, which is imported only when that device is asked for, so a CPU install
+never needs it; both ``cupy-cuda12x`` (the ``gpu`` extra) and ``cupy-cuda13x``
+provide the ``cupy`` module. What cannot be used is said plainly: no CuPy, a
+CuPy that finds no GPU, or an unknown device name.
+
+>>> check_device("cpu")
+'cpu'
+>>> check_device("tpu")
+Traceback (most recent call last):
+...
+graphc.type.errors.DeviceError: compile: unknown device 'tpu'; expected one of ['cpu', 'cuda']
+"""
+from __future__ import annotations
+
+import importlib
+
+from ..type.errors import DeviceError
+
+#: device name -> what it needs, in words (for errors and docs)
+DEVICES = {"cpu": "NumPy", "cuda": "CuPy (pip install 'graphc[gpu]' for cupy-cuda12x, or "
+                                   "cupy-cuda13x for a CUDA 13 driver) and an NVIDIA GPU"}
+
+
+def check_device(device: str) -> str:
+    """``device`` if it is known (``"cpu"`` or ``"cuda"``), else :class:`DeviceError`."""
+    if device not in DEVICES:
+        raise DeviceError(f"compile: unknown device {device!r}; expected one of "
+                          f"{sorted(DEVICES)}")
+    return device
+
+
+def import_cupy(importer=importlib.import_module):
+    """The ``cupy`` module with at least one usable GPU, or :class:`DeviceError`
+    saying what is missing. ``importer`` is for tests.
+
+    Example: ``cp = import_cupy()``
+    """
+    try:
+        cupy = importer("cupy")
+    except ImportError as exc:
+        raise DeviceError(f"compile(device='cuda'): CuPy is not installed ({exc}); it needs "
+                          f"{DEVICES['cuda']}") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDA raises its own error types when no driver is found
+        raise DeviceError(f"compile(device='cuda'): CuPy {getattr(cupy, '__version__', '?')} "
+                          f"found no usable CUDA driver or GPU: {exc}") from None
+    if count < 1:
+        raise DeviceError(f"compile(device='cuda'): CuPy {getattr(cupy, '__version__', '?')} "
+                          "sees no GPU (device count 0)")
+    return cupy
+
+
+def cuda_backend():
+    """``(cupy, make_elementwise)`` for ``device="cuda"``: the array module and a
+    function turning a generated :class:`~.cuda_codegen.KernelSource` into a
+    callable ``cupy.ElementwiseKernel`` (CuPy caches compiled kernels by source)."""
+    cupy = import_cupy()
+    from .cuda_codegen import PRELUDE
+
+    def make_elementwise(source):
+        return cupy.ElementwiseKernel(source.in_params, source.out_params, source.operation,
+                                      source.name, preamble=PRELUDE)
+    return cupy, make_elementwise
+
+
+def make_program(device: str, graph, live, plan, seed=None, scratch_slots: int = 1):
+    """The program that runs a planned graph on ``device``."""
+    if check_device(device) == "cpu":
+        from .cpu import CpuProgram
+        return CpuProgram(graph, live, plan, seed, scratch_slots)
+    xp, make_elementwise = cuda_backend()      # says first what is missing, if anything
+    from .device import DeviceProgram
+    return DeviceProgram(graph, live, plan, xp, make_elementwise, seed)
