@@ -1,0 +1,299 @@
+"""CUDA C for elementwise nodes: one ``cupy.ElementwiseKernel`` per node.
+
+The GPU engine runs every elementwise node as ONE kernel launch, and that matters
+most for the optimiser's ``fused`` nodes: on the CPU a fused program is a loop of
+NumPy calls over one buffer, on the GPU it becomes one kernel whose body keeps the
+running value (the accumulator) in a register, so a chain of k ops costs one launch
+and one pass over memory instead of k. This module only writes the source
+(:class:`KernelSource`: CuPy's ``in_params``, ``out_params``, ``operation``, a
+``name``, and the :data:`PRELUDE` to pass as ``preamble``); it imports no CuPy, so
+it is tested on the CPU by compiling the same C with gcc.
+
+Covered (:data:`C_EXPRESSIONS`): every kind of the ``unary``, ``binary``,
+``ternary`` and ``fused`` families, with NumPy's semantics: ``maximum``/``minimum``
+(and ``relu``, ``clip``) propagate NaN; integer ``+ - *`` wrap as NumPy's do;
+``floor_divide``/``remainder`` follow NumPy's ``divmod``; multiplications are
+``__fmul_rn``/``__dmul_rn`` on the GPU so nvcc never contracts ``a*b + c`` into an
+FMA that NumPy does not do (``fma`` is two roundings, as on the CPU); scalars baked
+from attributes (``fused_adagrad``'s ``lr``/``eps``, ``clip``'s bounds) are printed
+round-trip exactly in the dtype NumPy computes in. Each instruction computes in the
+output dtype, as the CPU's ``out=`` calls do (fusion only absorbs a parent of the
+node's own dtype, so every instruction yields the fused dtype; other inputs, a
+``where`` condition or a bool operand say, are cast), except comparisons (in their
+operands' common dtype) and logical ops (on truth values). Division and square root
+must stay IEEE (CuPy's default; no ``--use_fast_math``). Dtypes: float32, float64,
+int32, int64 and bool. Out of scope, refused with :class:`NotImplementedError`:
+float16 and other dtypes, and integer ``floor_divide``/``remainder``/``power``/
+``reciprocal`` (integer division). Casting a NaN or out-of-range float to an integer
+(``astype``) is undefined in NumPy as in C: NumPy on x86 gives INT_MIN, CUDA saturates.
+
+>>> from graphc.type import Op
+>>> elementwise_kernel(Op.make("exp"), ["float32"], "float32").operation
+'out = expf(x0);'
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..shape.rules import infer
+from ..type.errors import GraphcError
+from ..type.kinds import KINDS
+
+#: helpers the operations use; valid C99 (after <math.h>, <stdbool.h>) and CUDA C++
+PRELUDE = r"""
+#ifdef __CUDACC__
+#define GRAPHC_FN static __device__ __forceinline__
+#define graphc_mul_f32(a, b) __fmul_rn((a), (b))
+#define graphc_mul_f64(a, b) __dmul_rn((a), (b))
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fc00000)
+#endif
+#else
+#define GRAPHC_FN static inline
+#define graphc_mul_f32(a, b) ((a) * (b))
+#define graphc_mul_f64(a, b) ((a) * (b))
+#endif
+/* NumPy's maximum/minimum: NaN in either operand gives NaN (fmaxf would drop it);
+   np.clip with scalar bounds keeps x where it equals a bound (-0.0 stays -0.0) */
+#define GRAPHC_MINMAX(T, S) \
+GRAPHC_FN T graphc_max_##S(T a, T b) { return (a > b || a != a) ? a : b; } \
+GRAPHC_FN T graphc_min_##S(T a, T b) { return (a < b || a != a) ? a : b; } \
+GRAPHC_FN T graphc_clip_##S(T x, T lo, T hi) { x = x < lo ? lo : x; return x > hi ? hi : x; }
+GRAPHC_MINMAX(float, f32) GRAPHC_MINMAX(double, f64) GRAPHC_MINMAX(int, i32)
+GRAPHC_MINMAX(long long, i64) GRAPHC_MINMAX(bool, b)
+/* NumPy's npy_divmod, npy_floor_divide and npy_remainder for floats */
+#define GRAPHC_DIVMOD(T, S, M) \
+GRAPHC_FN T graphc_divmod_##S(T a, T b, T *modulus) { \
+    T mod = fmod##M(a, b), div, floordiv; \
+    div = (a - mod) / b; \
+    if (mod) { if ((b < 0) != (mod < 0)) { mod += b; div -= (T)1; } } \
+    else { mod = copysign##M((T)0, b); } \
+    if (div) { floordiv = floor##M(div); if (div - floordiv > (T)0.5) floordiv += (T)1; } \
+    else { floordiv = copysign##M((T)0, a / b); } \
+    *modulus = mod; return floordiv; } \
+GRAPHC_FN T graphc_floor_divide_##S(T a, T b) { \
+    T mod; return b ? graphc_divmod_##S(a, b, &mod) : a / b; } \
+GRAPHC_FN T graphc_remainder_##S(T a, T b) { \
+    T mod; if (!b) return fmod##M(a, b); graphc_divmod_##S(a, b, &mod); return mod; }
+GRAPHC_DIVMOD(float, f32, f) GRAPHC_DIVMOD(double, f64, )
+"""
+
+#: dtype -> (C type, helper suffix {s}, class: f float, i integer, b bool)
+C_TYPES = {"float32": ("float", "f32", "f"), "float64": ("double", "f64", "f"),
+           "int32": ("int", "i32", "i"), "int64": ("long long", "i64", "i"),
+           "bool": ("bool", "b", "b")}
+_UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
+
+
+def _math(name):  # a <math.h> function: expf for float32, exp for float64
+    return {"f": name + "{m}(" + ", ".join(f"{{{k}}}" for k in range(_ARITY.get(name, 1)))
+            + ")"}
+
+
+_ARITY = {"atan2": 2, "hypot": 2, "pow": 2}
+_WRAP = "({T})(({U}){0} {op} ({U}){1})"  # integer + - * wrap around, as in NumPy
+_SAME = {c: "{0}" for c in "fib"}
+_IDENTITY_INT = {"i": "{0}", "b": "{0}"}
+
+#: op kind -> C expression template per compute class ("f", "i", "b"); placeholders:
+#: {0} {1} {2} operands (already of the compute type), {T} its C type, {U} the
+#: unsigned type of an integer, {m} "f" for float32 math, {s} the helper suffix,
+#: {lr} {eps} {lo} {hi} literals of the op's attributes. A missing class is unsupported.
+C_EXPRESSIONS = {
+    "add": {"f": "{0} + {1}", "i": _WRAP.replace("{op}", "+"), "b": "{0} || {1}"},
+    "subtract": {"f": "{0} - {1}", "i": _WRAP.replace("{op}", "-")},
+    "multiply": {"f": "graphc_mul_{s}({0}, {1})", "i": _WRAP.replace("{op}", "*"),
+                 "b": "{0} && {1}"},
+    "divide": {"f": "{0} / {1}"},
+    "floor_divide": {"f": "graphc_floor_divide_{s}({0}, {1})"},
+    "remainder": {"f": "graphc_remainder_{s}({0}, {1})"},
+    "power": _math("pow"), "arctan2": _math("atan2"), "hypot": _math("hypot"),
+    "maximum": {c: "graphc_max_{s}({0}, {1})" for c in "fib"},
+    "minimum": {c: "graphc_min_{s}({0}, {1})" for c in "fib"},
+    "equal": {c: "{0} == {1}" for c in "fib"},
+    "not_equal": {c: "{0} != {1}" for c in "fib"},
+    "less": {c: "{0} < {1}" for c in "fib"},
+    "less_equal": {c: "{0} <= {1}" for c in "fib"},
+    "greater": {c: "{0} > {1}" for c in "fib"},
+    "greater_equal": {c: "{0} >= {1}" for c in "fib"},
+    "logical_and": {"b": "{0} && {1}"}, "logical_or": {"b": "{0} || {1}"},
+    "logical_xor": {"b": "{0} != {1}"}, "logical_not": {"b": "!{0}"},
+    "negative": {"f": "-{0}", "i": "({T})(({U})0 - ({U}){0})"},
+    "absolute": {"f": "fabs{m}({0})", "i": "{0} < 0 ? ({T})(({U})0 - ({U}){0}) : {0}",
+                 "b": "{0}"},
+    "sign": {"f": "{0} > 0 ? ({T})1 : ({0} < 0 ? ({T})-1 : ({0} == 0 ? ({T})0 : {0}))",
+             "i": "({T})(({0} > 0) - ({0} < 0))"},
+    "square": {"f": "graphc_mul_{s}({0}, {0})", "i": "({T})(({U}){0} * ({U}){0})"},
+    "reciprocal": {"f": "({T})1 / {0}"},
+    **{k: _math(k) for k in ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan",
+                             "tanh", "erf"]},
+    "floor": {**_math("floor"), **_IDENTITY_INT}, "ceil": {**_math("ceil"), **_IDENTITY_INT},
+    "round": {**_math("rint"), **_IDENTITY_INT},
+    # scipy.special.expit's formula: 1 / (1 + exp(-x)) in the input's precision
+    "sigmoid": {"f": "({T})1 / (({T})1 + exp{m}(-{0}))"},
+    "relu": {c: "graphc_max_{s}({0}, ({T})0)" for c in "fib"},
+    "astype": _SAME, "copy": _SAME,
+    "clip": {c: "graphc_clip_{s}({0}, {lo}, {hi})" for c in "fib"},
+    "where": {c: "{0} ? {1} : {2}" for c in "fib"},
+    # two roundings, as the CPU's multiply-then-add (never a contracted FMA)
+    "fma": {"f": "graphc_mul_{s}({0}, {1}) + {2}",
+            "i": "({T})(({U}){0} * ({U}){1} + ({U}){2})"},
+    "fused_adagrad": {"f": "{lr} / sqrt{m}({0} + {eps})"},
+    "fused": {},  # a program of the kinds above: see elementwise_kernel
+}
+_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater",
+                          "greater_equal"})
+_LOGICAL = frozenset({"logical_and", "logical_or", "logical_xor", "logical_not"})
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """The arguments of ``cupy.ElementwiseKernel(in_params, out_params, operation,
+    name, preamble=preamble)`` for one node."""
+
+    in_params: str
+    out_params: str
+    operation: str
+    name: str
+    preamble: str = PRELUDE
+
+
+def _unsupported(kind, dtype, why=""):
+    return NotImplementedError(f"cuda_codegen: {kind} on {dtype} is not supported{why}")
+
+
+def _dtype_name(kind, dtype) -> str:
+    name = np.dtype(dtype).name
+    if name not in C_TYPES:
+        raise _unsupported(kind, name, f" (supported dtypes: {', '.join(C_TYPES)})")
+    return name
+
+
+def literal(value, dtype) -> str:
+    """``value`` as a C literal of ``dtype``, exact (NumPy's rounding to ``dtype`` first).
+
+    >>> literal(0.1, "float32"), literal(-2, "int64"), literal(float("-inf"), "float64")
+    ('0.10000000149011612f', '(-2LL)', '(-(double)INFINITY)')
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return "true" if value else "false"
+    if dtype.kind in "iu":
+        v, suffix = int(value), "LL" if dtype.itemsize == 8 else ""
+        if v == np.iinfo(dtype).min:
+            return f"({v + 1}{suffix} - 1)"
+        return f"{v}{suffix}" if v >= 0 else f"({v}{suffix})"
+    with np.errstate(all="ignore"):
+        v = float(dtype.type(value))
+    cast = "" if dtype == np.float32 else "(double)"
+    if math.isnan(v):
+        return f"{cast}NAN"
+    if math.isinf(v):
+        return f"({'-' if v < 0 else ''}{cast}INFINITY)"
+    text = repr(v) + ("f" if dtype == np.float32 else "")
+    return f"({text})" if text.startswith("-") else text
+
+
+def _expression(op, operands, dtypes, out) -> str:
+    """C for one op on operand expressions of ``dtypes``, giving a value of ``out``."""
+    kind = op.kind
+    if kind not in C_EXPRESSIONS or kind == "fused":
+        raise _unsupported(kind, out, " (not an elementwise kind the generator knows)")
+    if KINDS[kind].arity is not None and KINDS[kind].arity != len(operands):
+        raise ValueError(f"cuda_codegen: {kind} takes {KINDS[kind].arity} operands, "
+                         f"got {len(operands)}")
+    if kind in _COMPARISONS:
+        compute = _dtype_name(kind, np.result_type(*dtypes))
+    elif kind in _LOGICAL:
+        compute = "bool"
+    else:
+        compute = out
+    ctype, suffix, cls = C_TYPES[compute]
+    template = C_EXPRESSIONS[kind].get(cls)
+    if template is None:
+        raise _unsupported(kind, compute, " (integer division and power, and float "
+                           "maths in an integer dtype, are out of scope)")
+    targets = ["bool"] + [compute] * 2 if kind == "where" else [compute] * len(operands)
+    args = [name if d == t else f"(({C_TYPES[t][0]}){name})"
+            for name, d, t in zip(operands, dtypes, targets)]
+    attrs = {}
+    if kind == "fused_adagrad":
+        attrs = {"lr": literal(op["lr"], compute), "eps": literal(op["eps"], compute)}
+    elif kind == "clip":
+        wide = (-np.inf, np.inf) if cls == "f" else (False, True) if cls == "b" else (
+            np.iinfo(compute).min, np.iinfo(compute).max)
+        attrs = {"lo": literal(wide[0] if op["lo"] is None else op["lo"], compute),
+                 "hi": literal(wide[1] if op["hi"] is None else op["hi"], compute)}
+        if "NAN" in attrs["lo"] + attrs["hi"]:  # np.clip: a NaN bound makes every value NaN
+            return attrs["lo"] if "NAN" in attrs["lo"] else attrs["hi"]
+    return template.format(*args, T=ctype, U=_UNSIGNED.get(compute, ""),
+                           m="f" if compute == "float32" else "", s=suffix, **attrs)
+
+
+@functools.lru_cache(maxsize=4096)
+def _generate(op, in_dtypes: tuple, out: str) -> KernelSource:
+    names = [f"x{k}" for k in range(len(in_dtypes))]
+    if op.kind == "fused":
+        lines = [f"{C_TYPES[out][0]} acc;"]
+        for inner, args in op["program"]:
+            operands = ["acc" if a[0] == "acc" else names[a[1]] for a in args]
+            dtypes = [out if a[0] == "acc" else in_dtypes[a[1]] for a in args]
+            lines.append(f"acc = {_expression(inner, operands, dtypes, out)};")
+        operation = "\n".join(lines + ["out = acc;"])
+    else:
+        operation = f"out = {_expression(op, names, list(in_dtypes), out)};"
+    in_params = ", ".join(f"{d} {n}" for d, n in zip(in_dtypes, names))
+    out_params = f"{out} out"
+    digest = hashlib.sha1(f"{in_params}|{out_params}|{operation}".encode()).hexdigest()
+    return KernelSource(in_params, out_params, operation, f"graphc_{op.kind}_{digest[:16]}")
+
+
+def elementwise_kernel(op, in_dtypes, out_dtype) -> KernelSource:
+    """The CuPy ElementwiseKernel source computing ``op`` on inputs of ``in_dtypes``
+    into an output of ``out_dtype`` (broadcasting is CuPy's). Equal arguments give
+    an equal source and name. :class:`NotImplementedError` names an unsupported
+    kind or dtype.
+
+    >>> from graphc.type import Op
+    >>> src = elementwise_kernel(Op.make("maximum"), ["float64", "float64"], "float64")
+    >>> src.in_params, src.out_params, src.operation
+    ('float64 x0, float64 x1', 'float64 out', 'out = graphc_max_f64(x0, x1);')
+    >>> fused = Op.make("fused", program=((Op.make("multiply"), (("in", 0), ("in", 1))),
+    ...                                   (Op.make("exp"), (("acc",),))))
+    >>> print(elementwise_kernel(fused, ["float32", "float32"], "float32").operation)
+    float acc;
+    acc = graphc_mul_f32(x0, x1);
+    acc = expf(acc);
+    out = acc;
+    """
+    in_names = tuple(_dtype_name(op.kind, d) for d in in_dtypes)
+    return _generate(op, in_names, _dtype_name(op.kind, out_dtype))
+
+
+def supported(op, dtypes, out_dtype=None) -> bool:
+    """Whether :func:`elementwise_kernel` can generate ``op`` for input ``dtypes``
+    (``out_dtype`` defaults to the op's inferred result dtype).
+
+    >>> from graphc.type import Op
+    >>> supported(Op.make("exp"), ["float32"]), supported(Op.make("exp"), ["float16"])
+    (True, False)
+    >>> supported(Op.make("floor_divide"), ["int32", "int32"])
+    False
+    """
+    try:
+        if out_dtype is None:
+            out_dtype = infer(op, [SimpleNamespace(shape=(), dtype=np.dtype(d))
+                                      for d in dtypes])[1]
+        elementwise_kernel(op, dtypes, out_dtype)
+    except (NotImplementedError, GraphcError, KeyError, TypeError, ValueError):
+        return False
+    return True

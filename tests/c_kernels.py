@@ -1,0 +1,80 @@
+"""A CPU stand-in for CuPy's ElementwiseKernel: a generated ``KernelSource`` is
+wrapped in a C loop (the per-element body CuPy would run), compiled with gcc
+(once per source, new ones batched into one call) and called through ctypes.
+Shared by the code-generator tests and the device-program tests.
+"""
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+
+from graphc.engine.cuda_codegen import C_TYPES, PRELUDE, KernelSource
+
+GCC, NVCC = shutil.which("gcc"), shutil.which("nvcc")
+
+_BUILD = tempfile.TemporaryDirectory(prefix="graphc_cuda_codegen_")
+_FUNCTIONS: dict[str, tuple] = {}   # kernel name -> (source, ctypes function)
+SEEN: dict[str, KernelSource] = {}  # every kernel generated here, for the nvcc check
+
+
+def _params(text):
+    return [tuple(p.split()) for p in text.split(", ")] if text else []
+
+
+def _wrap(src: KernelSource, cuda: bool) -> str:
+    """The kernel's per-element body as a C loop or a CUDA ``__global__`` function."""
+    ins, ((out_dtype, _),) = _params(src.in_params), _params(src.out_params)
+    args = "".join(f"const {C_TYPES[d][0]}* p{k}, " for k, (d, _) in enumerate(ins))
+    loads = "".join(f"{C_TYPES[d][0]} {name} = p{k}[i]; " for k, (d, name) in enumerate(ins))
+    body = f"{loads}{C_TYPES[out_dtype][0]} out;\n{src.operation}\npout[i] = out;"
+    signature = f"void {src.name}(long n, {args}{C_TYPES[out_dtype][0]}* pout)"
+    if cuda:
+        return (f'extern "C" __global__ {signature} {{\n'
+                f"long i = blockIdx.x * (long)blockDim.x + threadIdx.x;\n"
+                f"if (i < n) {{\n{body}\n}}\n}}\n")
+    return f"{signature} {{\nfor (long i = 0; i < n; ++i) {{\n{body}\n}}\n}}\n"
+
+
+def load(sources):
+    """Compile (once per distinct source, all new ones in one gcc call) and return the
+    ctypes functions."""
+    if GCC is None:
+        pytest.skip("gcc is not installed")
+    new = {}
+    for src in sources:
+        SEEN[src.name] = src
+        known = _FUNCTIONS.get(src.name)
+        assert known is None or known[0] == src, f"two sources named {src.name}"
+        if known is None:
+            new[src.name] = src
+    if new:
+        path = f"{_BUILD.name}/k{len(_FUNCTIONS)}"
+        with open(path + ".c", "w") as f:
+            f.write("#include <math.h>\n#include <stdbool.h>\n" + PRELUDE + "\n")
+            f.write("\n".join(_wrap(s, cuda=False) for s in new.values()))
+        subprocess.run([GCC, "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-w",
+                        "-o", path + ".so", path + ".c", "-lm"], check=True)
+        lib = ctypes.CDLL(path + ".so")
+        for name, src in new.items():
+            fn = getattr(lib, name)
+            fn.restype = None
+            fn.argtypes = [ctypes.c_long] + [ctypes.c_void_p] * (len(_params(src.in_params)) + 1)
+            _FUNCTIONS[name] = (src, fn)
+    return [_FUNCTIONS[s.name][1] for s in sources]
+
+
+def run_kernel(src: KernelSource, inputs, shape) -> np.ndarray:
+    """The kernel on NumPy ``inputs`` broadcast to ``shape`` (CuPy's job on the GPU)."""
+    (fn,) = load([src])
+    arrays = [np.ascontiguousarray(np.broadcast_to(np.asarray(a), shape)) for a in inputs]
+    assert [a.dtype.name for a in arrays] == [d for d, _ in _params(src.in_params)]
+    out = np.empty(shape, _params(src.out_params)[0][0])
+    fn(out.size, *[a.ctypes.data for a in arrays], out.ctypes.data)
+    return out
+
+
