@@ -59,11 +59,10 @@ def cuda_backend():
     function turning a generated :class:`~.cuda_codegen.KernelSource` into a
     callable ``cupy.ElementwiseKernel`` (CuPy caches compiled kernels by source)."""
     cupy = import_cupy()
-    from .cuda_codegen import PRELUDE
 
     def make_elementwise(source):
         return cupy.ElementwiseKernel(source.in_params, source.out_params, source.operation,
-                                      source.name, preamble=PRELUDE)
+                                      source.name, preamble=source.preamble)
     return cupy, make_elementwise
 
 

@@ -1,0 +1,97 @@
+"""A planned graph on an accelerator's memory: the CPU program's design (a few
+buffers allocated once, every value a view, a flat list of bound kernel calls)
+written against an *array module* ``xp`` (CuPy for ``device="cuda"``).
+
+- Memory: one ``xp.empty(size, uint8)`` per planned buffer, made once; each
+  value is a view of one; variables are device arrays; constants are copied to
+  the device once, when the program is built. A run copies inputs in and
+  outputs out and moves nothing else.
+- Kernels: every elementwise node, the optimiser's fused nodes included, is
+  ONE generated elementwise kernel (:mod:`.cuda_codegen`), built by
+  ``make_elementwise(source)`` (``cupy.ElementwiseKernel`` on a GPU); other
+  nodes use the CPU engine's kernel builders, whose NumPy calls reach ``xp``
+  through NumPy's dispatch protocols (``__array_ufunc__``,
+  ``__array_function__``). Kinds known not to work that way (random draws on
+  the host generator, the streamed scratch kernels) are refused by name.
+
+On the CPU the tests run this program with NumPy as ``xp`` and the generated
+kernels compiled by a C compiler, so everything but CuPy itself is exercised.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from ..type.errors import DeviceError
+from ..type.kinds import KINDS
+from .cpu import RunContext
+from .cpu_kernels import build_kernel
+from .cuda_codegen import elementwise_kernel, supported
+
+#: families whose nodes become one generated kernel each
+ELEMENTWISE = frozenset({"unary", "binary", "ternary", "fused"})
+
+#: kinds the device program cannot run yet, and why (said in the error)
+UNSUPPORTED = {"random_uniform": "draws on the host generator",
+               "random_normal": "draws on the host generator",
+               "random_bernoulli": "draws on the host generator",
+               "delay": "calls back into Python with host arrays"}
+
+
+class DeviceProgram:
+    """Buffers, views and steps of one compiled graph in ``xp``'s memory."""
+
+    host_views = False      # outputs always come back as host copies
+
+    def __init__(self, graph, live, plan, xp, make_elementwise, seed=None):
+        self.xp, self.ctx = xp, RunContext(seed)
+        self.buffers = [xp.empty(size, dtype=np.uint8) for size in plan.buffers]
+        self.variables = {v.name: xp.empty(v.shape, dtype=v.dtype) for v in graph.inputs}
+        values = {id(v): self.variables[v.name] for v in graph.inputs}
+        for n in graph.order:
+            if n.op.kind == "const":
+                values[id(n)] = xp.asarray(n.value)
+        for n in live.steps:
+            if id(n) in live.external:
+                values[id(n)] = self.variables[live.external[id(n)]]
+                continue
+            buf, off = plan.place[id(n)]
+            values[id(n)] = self.buffers[buf][off:off + n.nbytes].view(n.dtype).reshape(n.shape)
+        self.values = values
+        self.kernels, self.scratch_slots = [], []
+        self.elementwise = 0           # steps that are one generated kernel each
+        for n in live.steps:
+            self.kernels.append(self._kernel(n, make_elementwise))
+            self.scratch_slots.append([])
+        self.steps = [k for k in self.kernels if k is not None]
+        self.elided = 0
+
+    def _kernel(self, node, make_elementwise):
+        kind = node.op.kind
+        if kind in UNSUPPORTED:
+            raise DeviceError(f"compile(device=...): {node.label()} ({kind}) cannot run on the "
+                              f"device yet: it {UNSUPPORTED[kind]}")
+        ins = [self.values[id(p)] for p in node.parents]
+        out = self.values[id(node)]
+        dtypes = [p.dtype.name for p in node.parents]
+        if KINDS[kind].family in ELEMENTWISE and supported(node.op, dtypes, node.dtype.name):
+            kernel = make_elementwise(elementwise_kernel(node.op, dtypes, node.dtype.name))
+            self.elementwise += 1
+            return partial(kernel, *ins, out)
+        before = len(self.ctx.scratch_taken)
+        call = build_kernel(node.op, ins, out, self.ctx)
+        if len(self.ctx.scratch_taken) != before:
+            raise DeviceError(f"compile(device=...): {node.label()} ({kind}) streams through a "
+                              "host scratch buffer, which the device program does not have")
+        return call
+
+    def to_host(self, array) -> np.ndarray:
+        """A host (NumPy) copy of a device array."""
+        asnumpy = getattr(self.xp, "asnumpy", None)
+        return asnumpy(array) if asnumpy is not None else np.array(array, copy=True)
+
+    def execute(self) -> None:
+        """Run every step in the planned order."""
+        for step in self.steps:
+            step()

@@ -1,0 +1,152 @@
+"""The device program (graphc/engine/device.py) on the CPU: ``device="cuda"``
+with NumPy standing in for CuPy and every generated elementwise kernel compiled
+by gcc (tests/c_kernels.py) standing in for ``cupy.ElementwiseKernel``. So the
+planning on device memory, the one-kernel-per-fused-node wiring, the transfers
+and the Executable around it run for real; only CuPy itself is not exercised
+(no GPU here). Without CuPy, ``device="cuda"`` is a clear error."""
+import numpy as np
+import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+import graphc
+import graphc.engine.devices as devices
+import graphc.ndarray as N
+import graphc.neural as nn
+from graphc import DeviceError
+
+from c_kernels import GCC, run_kernel
+from test_plan_random import build_graph, programs, random_inputs
+
+needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc is not installed")
+
+
+class FakeCupy:
+    """What the device program asks of CuPy, served by NumPy; counts transfers."""
+
+    def __init__(self):
+        self.allocations = 0
+
+    def empty(self, shape, dtype):
+        self.allocations += 1
+        return np.empty(shape, dtype)
+
+    def asarray(self, array):
+        return np.array(array, copy=True)
+
+    def asnumpy(self, array):
+        return np.array(array, copy=True)
+
+
+def _make_elementwise(source):
+    def kernel(*arrays):
+        *ins, out = arrays
+        out[...] = run_kernel(source, ins, out.shape)
+    return kernel
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    xp = FakeCupy()
+    monkeypatch.setattr(devices, "cuda_backend", lambda: (xp, _make_elementwise))
+    return xp
+
+
+def _close(got, want, where=""):
+    """glibc's libm and NumPy's SIMD maths differ by an ulp or two, which a chain
+    of ops may amplify (float32 steps feeding float64 ones, cancellation); a wiring
+    mistake is off by far more."""
+    assert got.dtype == want.dtype and got.shape == want.shape, where
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True, err_msg=where)
+
+
+def test_without_cupy_device_cuda_says_what_is_missing():
+    x = N.var("x", (3,))
+    with pytest.raises(DeviceError, match="CuPy is not installed.*graphc\\[gpu\\]"):
+        graphc.compile([x], N.exp(x), device="cuda")
+
+
+def test_a_cupy_without_a_gpu_is_named():
+    class NoGpu:
+        __version__ = "14.0"
+
+        class cuda:
+            class runtime:
+                @staticmethod
+                def getDeviceCount():
+                    raise RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")
+
+    with pytest.raises(DeviceError, match="CuPy 14.0 found no usable CUDA driver or GPU"):
+        devices.import_cupy(importer=lambda name: NoGpu)
+
+
+@needs_gcc
+@given(programs(max_ops=14), st.integers(0, 2**32 - 1), st.booleans())
+def test_random_programs_on_the_device_program_equal_the_cpu(program, seed, copy_outputs):
+    note(repr(program["instrs"]))
+    xp = FakeCupy()
+    devices_backend = devices.cuda_backend
+    devices.cuda_backend = lambda: (xp, _make_elementwise)
+    try:
+        pair = []
+        for device in ("cpu", "cuda"):
+            inputs, outputs, updates = build_graph(program)
+            pair.append(graphc.compile(inputs, outputs, updates, device=device, check=True,
+                                       copy_outputs=copy_outputs))
+    finally:
+        devices.cuda_backend = devices_backend
+    cpu, dev = pair
+    # memory: the same plan, one allocation per buffer and per variable, made once
+    assert dev.stats()["planned_bytes"] == cpu.stats()["planned_bytes"]
+    made = xp.allocations
+    assert made == len(dev.plan.buffers) + len(dev.graph.inputs)
+    names = [program["instrs"][v][1] for v in program["variables"]]
+    rng = np.random.default_rng(seed)
+    feeds = random_inputs(program, rng, names)
+    for run in range(2):
+        with np.errstate(all="ignore"):
+            want, got = cpu.run(**feeds), dev.run(**feeds)
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert g.flags.writeable            # device outputs come back as host copies
+            _close(g, w, f"run {run} output {k}")
+        for name in names:
+            _close(dev.value(name), cpu.value(name), f"state {name}")
+        feeds = random_inputs(program, rng, [n for n in names if rng.random() < 0.5])
+    assert xp.allocations == made                # a run allocates nothing on the device
+
+
+@needs_gcc
+def test_fused_nodes_are_one_generated_kernel_each(fake_cuda):
+    x, w = N.var("x", (64, 32)), N.var("w", (32,))
+    y = N.tanh(x * w + 1.0) * 0.5 - N.exp(-x)
+    g = graphc.compile([x, w], y, device="cuda")
+    kinds = [n.op.kind for n in g.liveness.steps]
+    assert "fused" in kinds
+    assert g.program.elementwise == len(kinds)   # every step here is elementwise
+    X = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
+    W = np.linspace(-1, 1, 32, dtype=np.float32)
+    _close(g.run(x=X, w=W), graphc.compile([x, w], y).run(x=X, w=W))
+
+
+@needs_gcc
+def test_a_training_step_on_the_device_program_equals_the_cpu(fake_cuda):
+    model = nn.MnistCNN(image_size=8, hidden=16, dropout=0.0)
+    params = model.init(0)
+    rng = np.random.default_rng(1)
+    x = np.abs(rng.standard_normal((4, 1, 8, 8))).astype(np.float32)
+    y = rng.integers(0, 10, 4)
+    cpu = nn.compile_training(model, nn.SGD(0.05, momentum=0.9), x.shape, params=params)
+    dev = nn.compile_training(model, nn.SGD(0.05, momentum=0.9), x.shape, params=params,
+                              device="cuda")
+    assert dev.executable.program.elementwise > 0
+    for step in range(3):
+        assert dev.step(x, y) == pytest.approx(cpu.step(x, y), rel=1e-5), f"step {step}"
+    for name, value in cpu.params().items():
+        np.testing.assert_allclose(dev.params()[name], value, rtol=1e-4, atol=1e-6,
+                                   err_msg=name)
+
+
+def test_what_the_device_program_cannot_run_is_refused_by_name(fake_cuda):
+    x = N.var("x", (3,))
+    with pytest.raises(DeviceError, match="random_uniform.*host generator"):
+        graphc.compile([x], x + N.random.uniform(size=(3,)), device="cuda")
