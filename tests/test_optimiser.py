@@ -359,3 +359,28 @@ def test_an_optimised_graph_saves_and_loads_as_written(tmp_path):
     X = arr(5)
     np.testing.assert_array_equal(g.run(x=X), h.run(x=X))
     assert h.stats()["nodes"] == g.stats()["nodes"]
+
+
+def _step_kinds(executable):
+    return [(n.op.kind, tuple(i.kind for i, _ in n.op["program"]) if n.op.kind == "fused"
+             else ()) for n in executable.liveness.steps]
+
+
+def test_default_pipeline_fuses_adagrad_as_the_checked_one_does():
+    """The default (one traversal per round) once fused ``v + eps -> sqrt`` before the
+    AdaGrad rule saw it; ``check=True`` (pass by pass) did not: fusion now runs last."""
+    w, v, g = (N.var(n, (1000,)) for n in "wvg")
+    v2 = v + g * g
+    w2 = w - 0.01 * g / N.sqrt(v2 + 1e-7)
+    default, checked = (graphc.compile([w, v, g], [w2, v2], check=c) for c in (False, True))
+    assert _step_kinds(default) == _step_kinds(checked)
+    assert any("fused_adagrad" in program for _, program in _step_kinds(default))
+
+
+@given(programs(max_ops=12))
+def test_default_and_checked_pipelines_make_the_same_graph(program):
+    built = []
+    for check in (False, True):
+        inputs, outputs, updates = build_graph(program)
+        built.append(_step_kinds(graphc.compile(inputs, outputs, updates, check=check)))
+    assert built[0] == built[1]

@@ -130,7 +130,26 @@ def _stepwise(roots, chosen, check, max_rounds) -> OptimiseResult:
     return OptimiseResult(roots, report)
 
 
+#: passes that run only once the others have finished: a fused node hides its members
+#: from every pattern (the AdaGrad rule, FMA), so fusing first would pre-empt them
+LAST_PASSES = frozenset({"fuse_elementwise"})
+
+
 def _combined(roots, chosen, max_rounds) -> OptimiseResult:
+    """Every pass tried at each node in one traversal per round (cheap), in two
+    stages: the rewrites to a fixed point, then :data:`LAST_PASSES`; the same
+    outcome as the stepwise order, which runs each pass over the whole graph."""
+    report = []
+    for stage in ([p for p in chosen if p.name not in LAST_PASSES],
+                  [p for p in chosen if p.name in LAST_PASSES]):
+        if stage:
+            result = _combined_stage(roots, stage, max_rounds)
+            roots = result.roots
+            report += result.report
+    return OptimiseResult(roots, report)
+
+
+def _combined_stage(roots, chosen, max_rounds) -> OptimiseResult:
     rewriting = [p for p in chosen if p.rules or p.function]
     merge = any(p.merge for p in chosen)
     report = []
