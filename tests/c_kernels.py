@@ -78,3 +78,47 @@ def run_kernel(src: KernelSource, inputs, shape) -> np.ndarray:
     return out
 
 
+
+
+# -- raw (window) kernels: the ``<name>_one`` body looped over the work items -------------
+RAW_SEEN: dict = {}          # every raw source compiled here, for the nvcc checks
+_RAW_FUNCTIONS: dict = {}    # name -> (source, ctypes function)
+
+
+def load_raw(sources):
+    """Compile (once per source; all new ones in one gcc call) the C loops running
+    ``<name>_one`` over the work items; return their ctypes functions."""
+    if GCC is None:
+        pytest.skip("gcc is not installed")
+    new = {}
+    for src in sources:
+        RAW_SEEN[src.name] = src
+        known = _RAW_FUNCTIONS.get(src.name)
+        assert known is None or known[0] == src, f"two sources named {src.name}"
+        if known is None:
+            new[src.name] = src
+    if new:
+        path = f"{_BUILD.name}/window{len(_RAW_FUNCTIONS)}"
+        loops = []
+        for s in new.values():
+            params = ", ".join(f"const void* {a}" for a in s.args[:-1])
+            loops.append(f"void {s.name}_loop(long n, {params}, void* out) {{\n"
+                         f"  for (long i = 0; i < n; ++i) {s.name}_one(i, {', '.join(s.args)});"
+                         "\n}\n")
+        with open(path + ".c", "w") as f:
+            f.write("#define __device__\n" + "".join(s.code for s in new.values()) + "".join(loops))
+        subprocess.run([GCC, "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-w", "-o",
+                        path + ".so", path + ".c", "-lm"], check=True)
+        lib = ctypes.CDLL(path + ".so")
+        for name, s in new.items():
+            fn = getattr(lib, name + "_loop")
+            fn.restype, fn.argtypes = None, [ctypes.c_long] + [ctypes.c_void_p] * len(s.args)
+            _RAW_FUNCTIONS[name] = (s, fn)
+    return [_RAW_FUNCTIONS[s.name][1] for s in sources]
+
+
+def run_raw(src, inputs, out):
+    """The raw kernel ``src`` on C-contiguous NumPy ``inputs``, writing ``out``."""
+    (fn,) = load_raw([src])
+    arrays = [np.ascontiguousarray(a) for a in inputs]
+    fn(src.threads, *[a.ctypes.data for a in arrays], out.ctypes.data)

@@ -15,7 +15,7 @@ import graphc.ndarray as N
 import graphc.neural as nn
 from graphc import DeviceError
 
-from c_kernels import GCC, run_kernel
+from c_kernels import GCC, run_kernel, run_raw
 from test_plan_random import build_graph, programs, random_inputs
 
 needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc is not installed")
@@ -37,19 +37,35 @@ class FakeCupy:
     def asnumpy(self, array):
         return np.array(array, copy=True)
 
+    ascontiguousarray = staticmethod(np.ascontiguousarray)
 
-def _make_elementwise(source):
+
+def _elementwise(source):
+    """cupy.ElementwiseKernel's part: broadcast the inputs, run the body per element."""
     def kernel(*arrays):
         *ins, out = arrays
         out[...] = run_kernel(source, ins, out.shape)
     return kernel
 
 
+def _raw(source):
+    """cupy.RawKernel's part: the body once per work item."""
+    def kernel(*arrays):
+        *ins, out = arrays
+        assert out.flags.c_contiguous and all(a.flags.c_contiguous for a in ins)
+        run_raw(source, ins, out)
+    return kernel
+
+
+def _backend():
+    return devices.Backend(FakeCupy(), _elementwise, _raw)
+
+
 @pytest.fixture
 def fake_cuda(monkeypatch):
-    xp = FakeCupy()
-    monkeypatch.setattr(devices, "cuda_backend", lambda: (xp, _make_elementwise))
-    return xp
+    backend = _backend()
+    monkeypatch.setattr(devices, "cuda_backend", lambda: backend)
+    return backend.xp
 
 
 def _close(got, want, where=""):
@@ -84,9 +100,10 @@ def test_a_cupy_without_a_gpu_is_named():
 @given(programs(max_ops=14), st.integers(0, 2**32 - 1), st.booleans())
 def test_random_programs_on_the_device_program_equal_the_cpu(program, seed, copy_outputs):
     note(repr(program["instrs"]))
-    xp = FakeCupy()
+    backend = _backend()
+    xp = backend.xp
     devices_backend = devices.cuda_backend
-    devices.cuda_backend = lambda: (xp, _make_elementwise)
+    devices.cuda_backend = lambda: backend
     try:
         pair = []
         for device in ("cpu", "cuda"):
@@ -122,7 +139,7 @@ def test_fused_nodes_are_one_generated_kernel_each(fake_cuda):
     g = graphc.compile([x, w], y, device="cuda")
     kinds = [n.op.kind for n in g.liveness.steps]
     assert "fused" in kinds
-    assert g.program.elementwise == len(kinds)   # every step here is elementwise
+    assert g.program.generated == len(kinds)     # every step here is elementwise
     X = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
     W = np.linspace(-1, 1, 32, dtype=np.float32)
     _close(g.run(x=X, w=W), graphc.compile([x, w], y).run(x=X, w=W))
@@ -138,7 +155,7 @@ def test_a_training_step_on_the_device_program_equals_the_cpu(fake_cuda):
     cpu = nn.compile_training(model, nn.SGD(0.05, momentum=0.9), x.shape, params=params)
     dev = nn.compile_training(model, nn.SGD(0.05, momentum=0.9), x.shape, params=params,
                               device="cuda")
-    assert dev.executable.program.elementwise > 0
+    assert dev.executable.program.generated > 0
     for step in range(3):
         assert dev.step(x, y) == pytest.approx(cpu.step(x, y), rel=1e-5), f"step {step}"
     for name, value in cpu.params().items():
@@ -150,3 +167,25 @@ def test_what_the_device_program_cannot_run_is_refused_by_name(fake_cuda):
     x = N.var("x", (3,))
     with pytest.raises(DeviceError, match="random_uniform.*host generator"):
         graphc.compile([x], x + N.random.uniform(size=(3,)), device="cuda")
+
+
+@needs_gcc
+def test_window_nodes_run_as_generated_raw_kernels(fake_cuda):
+    """A small ResNet: lowered convolutions (im2col, and col2im in the gradient), max
+    pooling and its gradient, each one generated kernel; the step equals the CPU's."""
+    model = nn.ResNet((1, 1, 1, 1), classes=5, width=4)
+    params = model.init(0)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 3, 32, 32)).astype(np.float32)
+    y = rng.integers(0, 5, 2)
+    cpu = nn.compile_training(model, nn.SGD(0.05), x.shape, params=params)
+    dev = nn.compile_training(model, nn.SGD(0.05), x.shape, params=params, device="cuda")
+    kinds = {n.op.kind for n in dev.executable.liveness.steps}
+    assert {"im2col", "col2im", "max_pool2d", "max_pool2d_backward"} <= kinds
+    assert dev.step(x, y) == pytest.approx(cpu.step(x, y), rel=1e-5)
+    for name, value in cpu.params().items():
+        np.testing.assert_allclose(dev.params()[name], value, rtol=1e-4, atol=1e-6,
+                                   err_msg=name)
+    predict = nn.compile_inference(model, cpu.params(), x.shape, device="cuda")
+    want = nn.compile_inference(model, cpu.params(), x.shape).run(x=x)
+    np.testing.assert_allclose(predict.run(x=x), want, rtol=1e-4, atol=1e-5)

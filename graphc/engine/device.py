@@ -8,8 +8,10 @@ written against an *array module* ``xp`` (CuPy for ``device="cuda"``).
   outputs out and moves nothing else.
 - Kernels: every elementwise node, the optimiser's fused nodes included, is
   ONE generated elementwise kernel (:mod:`.cuda_codegen`), built by
-  ``make_elementwise(source)`` (``cupy.ElementwiseKernel`` on a GPU); other
-  nodes use the CPU engine's kernel builders, whose NumPy calls reach ``xp``
+  ``backend.elementwise(source)`` (``cupy.ElementwiseKernel`` on a GPU); the
+  window nodes (im2col, col2im, poolings and their gradients) are one
+  generated raw kernel each (:mod:`.cuda_window`, ``backend.raw(source)``:
+  ``cupy.RawKernel``); other nodes use the CPU engine's kernel builders, whose NumPy calls reach ``xp``
   through NumPy's dispatch protocols (``__array_ufunc__``,
   ``__array_function__``). Kinds known not to work that way (random draws on
   the host generator, the streamed scratch kernels) are refused by name.
@@ -27,6 +29,7 @@ from ..type.errors import DeviceError
 from ..type.kinds import KINDS
 from .cpu import RunContext
 from .cpu_kernels import build_kernel
+from . import cuda_window as window
 from .cuda_codegen import elementwise_kernel, supported
 
 #: families whose nodes become one generated kernel each
@@ -44,7 +47,8 @@ class DeviceProgram:
 
     host_views = False      # outputs always come back as host copies
 
-    def __init__(self, graph, live, plan, xp, make_elementwise, seed=None):
+    def __init__(self, graph, live, plan, backend, seed=None):
+        xp = backend.xp
         self.xp, self.ctx = xp, RunContext(seed)
         self.buffers = [xp.empty(size, dtype=np.uint8) for size in plan.buffers]
         self.variables = {v.name: xp.empty(v.shape, dtype=v.dtype) for v in graph.inputs}
@@ -60,14 +64,14 @@ class DeviceProgram:
             values[id(n)] = self.buffers[buf][off:off + n.nbytes].view(n.dtype).reshape(n.shape)
         self.values = values
         self.kernels, self.scratch_slots = [], []
-        self.elementwise = 0           # steps that are one generated kernel each
+        self.generated = 0             # steps that are one generated kernel each
         for n in live.steps:
-            self.kernels.append(self._kernel(n, make_elementwise))
+            self.kernels.append(self._kernel(n, backend))
             self.scratch_slots.append([])
         self.steps = [k for k in self.kernels if k is not None]
         self.elided = 0
 
-    def _kernel(self, node, make_elementwise):
+    def _kernel(self, node, backend):
         kind = node.op.kind
         if kind in UNSUPPORTED:
             raise DeviceError(f"compile(device=...): {node.label()} ({kind}) cannot run on the "
@@ -75,10 +79,17 @@ class DeviceProgram:
         ins = [self.values[id(p)] for p in node.parents]
         out = self.values[id(node)]
         dtypes = [p.dtype.name for p in node.parents]
+        shapes = [p.shape for p in node.parents]
         if KINDS[kind].family in ELEMENTWISE and supported(node.op, dtypes, node.dtype.name):
-            kernel = make_elementwise(elementwise_kernel(node.op, dtypes, node.dtype.name))
-            self.elementwise += 1
+            kernel = backend.elementwise(elementwise_kernel(node.op, dtypes, node.dtype.name))
+            self.generated += 1
             return partial(kernel, *ins, out)
+        if kind in window.KINDS and window.supported(node.op, shapes, dtypes, node.shape,
+                                                     node.dtype):
+            kernel = backend.raw(window.window_kernel(node.op, shapes, dtypes, node.shape,
+                                                      node.dtype))
+            self.generated += 1
+            return partial(kernel, *[self.xp.ascontiguousarray(a) for a in ins], out)
         before = len(self.ctx.scratch_taken)
         call = build_kernel(node.op, ins, out, self.ctx)
         if len(self.ctx.scratch_taken) != before:

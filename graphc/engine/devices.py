@@ -16,6 +16,8 @@ graphc.type.errors.DeviceError: compile: unknown device 'tpu'; expected one of [
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
+from typing import Callable
 
 from ..type.errors import DeviceError
 
@@ -54,16 +56,31 @@ def import_cupy(importer=importlib.import_module):
     return cupy
 
 
-def cuda_backend():
-    """``(cupy, make_elementwise)`` for ``device="cuda"``: the array module and a
-    function turning a generated :class:`~.cuda_codegen.KernelSource` into a
-    callable ``cupy.ElementwiseKernel`` (CuPy caches compiled kernels by source)."""
+@dataclass(frozen=True)
+class Backend:
+    """What a device program needs of a device library: the array module ``xp`` and
+    two factories turning generated sources into callables ``kernel(*ins, out)``:
+    ``elementwise`` (a :class:`~.cuda_codegen.KernelSource`) and ``raw`` (a
+    :class:`~.cuda_window.RawSource`)."""
+    xp: object
+    elementwise: Callable
+    raw: Callable
+
+
+def cuda_backend() -> Backend:
+    """The :class:`Backend` of ``device="cuda"``: CuPy, ``cupy.ElementwiseKernel`` and
+    ``cupy.RawKernel`` launched over the source's grid (CuPy caches compiled kernels
+    by source)."""
     cupy = import_cupy()
 
-    def make_elementwise(source):
+    def elementwise(source):
         return cupy.ElementwiseKernel(source.in_params, source.out_params, source.operation,
                                       source.name, preamble=source.preamble)
-    return cupy, make_elementwise
+
+    def raw(source):
+        kernel = cupy.RawKernel(source.code, source.name)
+        return lambda *arrays: kernel(source.grid, (source.block,), arrays)
+    return Backend(cupy, elementwise, raw)
 
 
 def make_program(device: str, graph, live, plan, seed=None, scratch_slots: int = 1):
@@ -71,6 +88,6 @@ def make_program(device: str, graph, live, plan, seed=None, scratch_slots: int =
     if check_device(device) == "cpu":
         from .cpu import CpuProgram
         return CpuProgram(graph, live, plan, seed, scratch_slots)
-    xp, make_elementwise = cuda_backend()      # says first what is missing, if anything
+    backend = cuda_backend()      # says first what is missing, if anything
     from .device import DeviceProgram
-    return DeviceProgram(graph, live, plan, xp, make_elementwise, seed)
+    return DeviceProgram(graph, live, plan, backend, seed)
