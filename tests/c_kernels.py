@@ -40,32 +40,40 @@ def _wrap(src: KernelSource, cuda: bool) -> str:
     return f"{signature} {{\nfor (long i = 0; i < n; ++i) {{\n{body}\n}}\n}}\n"
 
 
-def load(sources):
-    """Compile (once per distinct source, all new ones in one gcc call) and return the
-    ctypes functions."""
+def _compile(sources, seen, functions, stem, c_text, symbol, arity):
+    """Compile ``sources`` not compiled yet (all in one gcc call) and return their
+    ctypes functions: ``c_text(new sources)`` is the C file, ``symbol(name)`` the
+    function to call, ``arity(source)`` its pointer arguments (after ``n``)."""
     if GCC is None:
         pytest.skip("gcc is not installed")
     new = {}
     for src in sources:
-        SEEN[src.name] = src
-        known = _FUNCTIONS.get(src.name)
+        seen[src.name] = src
+        known = functions.get(src.name)
         assert known is None or known[0] == src, f"two sources named {src.name}"
         if known is None:
             new[src.name] = src
     if new:
-        path = f"{_BUILD.name}/k{len(_FUNCTIONS)}"
+        path = f"{_BUILD.name}/{stem}{len(functions)}"
         with open(path + ".c", "w") as f:
-            f.write("#include <math.h>\n#include <stdbool.h>\n" + PRELUDE + "\n")
-            f.write("\n".join(_wrap(s, cuda=False) for s in new.values()))
+            f.write(c_text(list(new.values())))
         subprocess.run([GCC, "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-w",
                         "-o", path + ".so", path + ".c", "-lm"], check=True)
         lib = ctypes.CDLL(path + ".so")
         for name, src in new.items():
-            fn = getattr(lib, name)
+            fn = getattr(lib, symbol(name))
             fn.restype = None
-            fn.argtypes = [ctypes.c_long] + [ctypes.c_void_p] * (len(_params(src.in_params)) + 1)
-            _FUNCTIONS[name] = (src, fn)
-    return [_FUNCTIONS[s.name][1] for s in sources]
+            fn.argtypes = [ctypes.c_long] + [ctypes.c_void_p] * arity(src)
+            functions[name] = (src, fn)
+    return [functions[s.name][1] for s in sources]
+
+
+def load(sources):
+    """The ctypes functions of elementwise ``sources`` (each compiled once)."""
+    return _compile(sources, SEEN, _FUNCTIONS, "k",
+                    lambda new: ("#include <math.h>\n#include <stdbool.h>\n" + PRELUDE + "\n"
+                                 + "\n".join(_wrap(s, cuda=False) for s in new)),
+                    lambda name: name, lambda s: len(_params(s.in_params)) + 1)
 
 
 def run_kernel(src: KernelSource, inputs, shape) -> np.ndarray:
@@ -78,43 +86,26 @@ def run_kernel(src: KernelSource, inputs, shape) -> np.ndarray:
     return out
 
 
-
-
 # -- raw (window) kernels: the ``<name>_one`` body looped over the work items -------------
 RAW_SEEN: dict = {}          # every raw source compiled here, for the nvcc checks
 _RAW_FUNCTIONS: dict = {}    # name -> (source, ctypes function)
 
 
+def _raw_loops(new) -> str:
+    loops = []
+    for s in new:
+        params = ", ".join(f"const void* {a}" for a in s.args[:-1])
+        loops.append(f"void {s.name}_loop(long n, {params}, void* out) {{\n"
+                     f"  for (long i = 0; i < n; ++i) {s.name}_one(i, {', '.join(s.args)});"
+                     "\n}\n")
+    return "#define __device__\n" + "".join(s.code for s in new) + "".join(loops)
+
+
 def load_raw(sources):
-    """Compile (once per source; all new ones in one gcc call) the C loops running
-    ``<name>_one`` over the work items; return their ctypes functions."""
-    if GCC is None:
-        pytest.skip("gcc is not installed")
-    new = {}
-    for src in sources:
-        RAW_SEEN[src.name] = src
-        known = _RAW_FUNCTIONS.get(src.name)
-        assert known is None or known[0] == src, f"two sources named {src.name}"
-        if known is None:
-            new[src.name] = src
-    if new:
-        path = f"{_BUILD.name}/window{len(_RAW_FUNCTIONS)}"
-        loops = []
-        for s in new.values():
-            params = ", ".join(f"const void* {a}" for a in s.args[:-1])
-            loops.append(f"void {s.name}_loop(long n, {params}, void* out) {{\n"
-                         f"  for (long i = 0; i < n; ++i) {s.name}_one(i, {', '.join(s.args)});"
-                         "\n}\n")
-        with open(path + ".c", "w") as f:
-            f.write("#define __device__\n" + "".join(s.code for s in new.values()) + "".join(loops))
-        subprocess.run([GCC, "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-w", "-o",
-                        path + ".so", path + ".c", "-lm"], check=True)
-        lib = ctypes.CDLL(path + ".so")
-        for name, s in new.items():
-            fn = getattr(lib, name + "_loop")
-            fn.restype, fn.argtypes = None, [ctypes.c_long] + [ctypes.c_void_p] * len(s.args)
-            _RAW_FUNCTIONS[name] = (s, fn)
-    return [_RAW_FUNCTIONS[s.name][1] for s in sources]
+    """The ctypes functions running each raw source's ``<name>_one`` over its work
+    items (each compiled once)."""
+    return _compile(sources, RAW_SEEN, _RAW_FUNCTIONS, "window", _raw_loops,
+                    lambda name: name + "_loop", lambda s: len(s.args))
 
 
 def run_raw(src, inputs, out):
