@@ -232,3 +232,15 @@ def test_model_api_errors():
         model.train_one_batch(*_batch(model))
     with pytest.raises(ValueError, match="optimiser"):
         model.compile([], is_train=True)
+
+
+def test_an_inference_only_model_needs_no_optimiser_and_agrees_across_modes():
+    model = nn.MnistCNN(image_size=8, hidden=16)
+    x, _ = _batch(model)
+    outputs = []
+    for use_graph, sequential in [(False, True), (True, True), (True, False)]:
+        model.compile([x], is_train=False, use_graph=use_graph, sequential=sequential, seed=0)
+        outputs.append(model(x))
+    assert model.graph(x).stats()["schedule"] == "parallel"
+    np.testing.assert_array_equal(outputs[1], outputs[2])
+    np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-4, atol=1e-6)
