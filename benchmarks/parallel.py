@@ -3,8 +3,10 @@ buys in time, and what it costs in planned memory.
 
 What it measures
 ----------------
-Each case is compiled twice, ``schedule="serial"`` and ``schedule="parallel"``
-(one worker per core), from the same graph:
+Each case is compiled three times from the same graph: ``schedule="serial"``,
+``"parallel"`` (one worker per core, memory kept apart between steps that may
+overlap) and ``"parallel_reuse"`` (the serial plan's memory; steps reusing bytes
+wait):
 
 - ``wide-ufunc KxL``: K independent branches of L elementwise ops (sin, exp,
   multiply, add: no fusion, ``optimise=False``) on 2**20 float32 each, summed at
@@ -26,7 +28,7 @@ the graph's parallelism is the only one.
 
 How (the machine is noisy)
 --------------------------
-Each round times serial then parallel, alternately, ``repeats`` runs each, and
+Each round times the three schedules in turn, ``repeats`` runs each, and
 keeps each one's median; the report gives the best of the rounds' medians and
 the spread of the medians (min..max).
 
@@ -128,9 +130,10 @@ def child(quick: bool) -> dict:
     for name, build in _cases(quick):
         inputs, output, feeds, options = build()
         graphs = {s: graphc.compile(inputs, output, schedule=s, **options)
-                  for s in ("serial", "parallel")}
+                  for s in ("serial", "parallel", "parallel_reuse")}
         want = graphs["serial"].run(**feeds)
-        np.testing.assert_array_equal(graphs["parallel"].run(**feeds), want)
+        for s in ("parallel", "parallel_reuse"):
+            np.testing.assert_array_equal(graphs[s].run(**feeds), want)
         medians = {s: [] for s in graphs}
         for _ in range(rounds):
             for s, g in graphs.items():          # alternately, in the same round
@@ -147,6 +150,10 @@ def child(quick: bool) -> dict:
             "parallel_spread_ms": [1e3 * min(medians["parallel"]),
                                    1e3 * max(medians["parallel"])],
             "speedup": min(medians["serial"]) / min(medians["parallel"]),
+            "reuse_ms": 1e3 * min(medians["parallel_reuse"]),
+            "reuse_spread_ms": [1e3 * min(medians["parallel_reuse"]),
+                                1e3 * max(medians["parallel_reuse"])],
+            "reuse_speedup": min(medians["serial"]) / min(medians["parallel_reuse"]),
             "serial_planned_bytes": p["serial_planned_bytes"],
             "parallel_planned_bytes": p["planned_bytes"],
             "parallel_extra_bytes": p["parallel_extra_bytes"]})
@@ -174,15 +181,17 @@ def main() -> None:
                                                                   else []), env=env,
                                      passthrough=True)
     print("| BLAS | case | steps | width | serial ms (spread) | parallel ms (spread) | "
-          "speed-up | planned MiB serial / parallel (+extra) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "speed-up | parallel_reuse ms | speed-up | planned MiB serial (= reuse) / parallel "
+          "(+extra) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for setting, result in results.items():
         for r in result["rows"]:
             print(f"| {setting} | {r['case']} | {r['steps']} | "
                   f"{r['steps'] / max(r['critical_path'], 1):.2f} | "
                   f"{r['serial_ms']:.1f} ({r['serial_spread_ms'][0]:.1f}..{r['serial_spread_ms'][1]:.1f}) | "
                   f"{r['parallel_ms']:.1f} ({r['parallel_spread_ms'][0]:.1f}..{r['parallel_spread_ms'][1]:.1f}) | "
-                  f"{r['speedup']:.2f}x | {_mib(r['serial_planned_bytes'])} / "
+                  f"{r['speedup']:.2f}x | {r['reuse_ms']:.1f} | {r['reuse_speedup']:.2f}x | "
+                  f"{_mib(r['serial_planned_bytes'])} / "
                   f"{_mib(r['parallel_planned_bytes'])} (+{_mib(r['parallel_extra_bytes'])}) |")
     cores = results["blas-threads"]["rows"][0]["workers"]
     print(f"\n{cores} workers (one per core); best of {results['blas-1']['rounds']} rounds' "

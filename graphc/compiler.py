@@ -20,7 +20,8 @@ from .engine.devices import check_device, make_program
 from .engine.incremental import IncrementalSchedule
 from .engine.liveness import analyse
 from .engine.planners import make_plan
-from .engine.schedules import make_runner, worker_count
+from .engine.concurrency import Concurrency
+from .engine.schedules import SCHEDULES, make_runner, worker_count
 from .graph import Graph, to_dot
 from .graph import save as save_graph
 from .graph.stats import structure_stats
@@ -55,7 +56,9 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     ``schedule="parallel"`` runs each step as soon as the steps it depends on
     are done, on ``workers`` threads (default: one per core), with a memory
     plan that shares bytes only between steps that can never overlap (its
-    extra cost is ``stats()["parallel_extra_bytes"]``). ``device="cuda"`` runs
+    extra cost is ``stats()["parallel_extra_bytes"]``); ``"parallel_reuse"``
+    keeps the serial plan's memory, and a step reusing bytes waits for their
+    earlier users instead. ``device="cuda"`` runs
     the same plan in GPU memory through CuPy (imported only then; a clear
     ``DeviceError`` says what is missing), serially, outputs copied to the host.
 
@@ -89,7 +92,7 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
                           {var: value for (var, _), value in zip(source.updates,
                                                                  result.roots[k:])})
         keep = [p if isinstance(p, str) else p.name for p in pinned]
-        concurrent = schedule == "parallel"
+        concurrent = SCHEDULES[schedule].separate_memory
         live = analyse(graph, keep, concurrent=concurrent)
         memory = make_plan(live, plan)
         if check:
@@ -303,8 +306,7 @@ class Executable:
             "build_seconds": self._build_seconds,
             "schedule": self.schedule,
             "workers": self._runner.workers,
-            "critical_path_steps": (live.concurrency.critical_path if live.concurrency
-                                    else None),
+            "critical_path_steps": self._critical_path(),
             "serial_planned_bytes": self._serial_bytes,
             "parallel_extra_bytes": plan.planned_bytes - self._serial_bytes,
             "scratch_bytes": self.program.ctx.scratch_bytes,
@@ -313,6 +315,13 @@ class Executable:
             "optimiser_changes": changes,
         })
         return stats
+
+    def _critical_path(self):
+        """Steps that must run one after another (None for the serial schedule)."""
+        if self.schedule == "serial":
+            return None
+        order = self.liveness.concurrency or Concurrency(self.liveness)
+        return order.critical_path
 
     def pass_report(self, plan: Optional[str] = None) -> list[dict]:
         """Per optimiser pass, in order: nodes, edges and planned bytes after it

@@ -19,15 +19,19 @@ def _images(shape, seed=0):
 @pytest.mark.parametrize("make, shape", [
     (lambda: nn.resnet50(classes=10), (2, 3, 32, 32)),
     (lambda: nn.inception_v3(classes=10), (1, 3, 75, 75))], ids=["resnet50", "inception_v3"])
-def test_inference_in_parallel_repeats_the_serial_results(make, shape):
+@pytest.mark.parametrize("schedule", ["parallel", "parallel_reuse"])
+def test_inference_in_parallel_repeats_the_serial_results(make, shape, schedule):
     model = make()
     params = model.init(0)
     serial = compile_inference(model, params, shape)
-    parallel = compile_inference(model, params, shape, schedule="parallel", workers=4,
+    parallel = compile_inference(model, params, shape, schedule=schedule, workers=4,
                                  check=True)
-    check_concurrent_plan(parallel.liveness, parallel.plan)
     stats = parallel.stats()
-    assert stats["schedule"] == "parallel" and stats["workers"] == 4
+    if schedule == "parallel":
+        check_concurrent_plan(parallel.liveness, parallel.plan)
+    else:
+        assert stats["parallel_extra_bytes"] == 0
+    assert stats["schedule"] == schedule and stats["workers"] == 4
     assert stats["serial_planned_bytes"] == serial.stats()["planned_bytes"]
     assert stats["parallel_extra_bytes"] == stats["planned_bytes"] - stats["serial_planned_bytes"]
     assert stats["critical_path_steps"] <= stats["steps"] + stats["elided_steps"]
@@ -40,14 +44,15 @@ def test_inference_in_parallel_repeats_the_serial_results(make, shape):
     (lambda: nn.ResNet((1, 1, 1, 1), classes=5, width=4), (3, 3, 32, 32)),
     (lambda: nn.MnistCNN(image_size=8, hidden=16, dropout=0.5), (4, 1, 8, 8))],
     ids=["resnet-tiny", "mnist-dropout"])
-def test_training_in_parallel_repeats_the_serial_steps(make, shape):
+@pytest.mark.parametrize("schedule", ["parallel", "parallel_reuse"])
+def test_training_in_parallel_repeats_the_serial_steps(make, shape, schedule):
     """Dropout draws from the graph's generator, a variable of the dependency
     engine: the masks come out in the planned order, as in the serial run."""
     model = make()
     params = model.init(2)
     opt = nn.SGD(0.05, momentum=0.9)
     serial = compile_training(model, opt, shape, params=params, seed=7)
-    parallel = compile_training(model, opt, shape, params=params, seed=7, schedule="parallel",
+    parallel = compile_training(model, opt, shape, params=params, seed=7, schedule=schedule,
                                 workers=4, check=True)
     rng = np.random.default_rng(0)
     for k in range(REPEATS):

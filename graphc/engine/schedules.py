@@ -1,6 +1,9 @@
 """How a run calls its steps: one after another in the planned order
 (``"serial"``), or through the dependency engine, each step as soon as the
-steps it depends on are done, on a pool of threads (``"parallel"``).
+steps it depends on are done, on a pool of threads (``"parallel"``, with a
+memory plan that never shares bytes between steps that may overlap, or
+``"parallel_reuse"``, with the serial plan: a step reusing bytes then waits for
+their earlier users, trading parallelism for memory as MXNet's recycling does).
 
 Under ``"parallel"`` every step is pushed with the memory it reads and the
 memory it writes as engine variables (MXNet's push model). The variables are
@@ -22,6 +25,8 @@ reproducible, and two kernels never share a scratch at once.
 [array([1., 1., 1., 1.], dtype=float32)]
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ..type.kinds import KINDS
 from .dependency import DependencyEngine, ThreadPool
@@ -143,8 +148,24 @@ class ParallelRunner:
 
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """A ``schedule=`` choice: who calls the kernels, and whether the memory plan
+    must keep steps that may overlap apart (SINGA's rule) or is the serial order's
+    (then a step reusing bytes waits for their earlier users: MXNet's recycling)."""
+    runner: type
+    separate_memory: bool
+    threads: bool
+
+
 #: the ``schedule=`` choices of ``graphc.compile``
-SCHEDULES = {"serial": SerialRunner, "parallel": ParallelRunner}
+SCHEDULES = {
+    "serial": Schedule(SerialRunner, separate_memory=False, threads=False),
+    # as parallel as the data dependencies allow; costs memory (parallel_extra_bytes)
+    "parallel": Schedule(ParallelRunner, separate_memory=True, threads=True),
+    # the serial plan's memory; reusing bytes orders steps, so less runs at once
+    "parallel_reuse": Schedule(ParallelRunner, separate_memory=False, threads=True),
+}
 
 
 def worker_count(schedule: str, workers=None) -> int:
@@ -156,10 +177,10 @@ def worker_count(schedule: str, workers=None) -> int:
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers < 1):
         raise ValueError(f"compile: workers must be a positive int, got {workers!r}")
-    return 1 if schedule == "serial" else shared_pool(workers).workers
+    return shared_pool(workers).workers if SCHEDULES[schedule].threads else 1
 
 
 def make_runner(schedule: str, graph, live, plan, program, workers=None):
-    """The runner of ``schedule`` (``"serial"`` or ``"parallel"``) for a program."""
+    """The runner of ``schedule`` (a name in :data:`SCHEDULES`) for a program."""
     worker_count(schedule, workers)
-    return SCHEDULES[schedule](graph, live, plan, program, workers)
+    return SCHEDULES[schedule].runner(graph, live, plan, program, workers)
