@@ -134,7 +134,9 @@ class State:
 
     def __array__(self, dtype=None, copy=None):
         if _tracer() is not None:
-            return self.read()       # a graph node refuses conversion, clearly
+            raise TypeError(f"State {self.name!r} has no data while its graph is traced: "
+                            "use it in graphc.ndarray expressions (or its .read() node), "
+                            "not as a NumPy array")
         return self._latest().astype(dtype or self.dtype, copy=True)
 
     @property

@@ -162,6 +162,8 @@ def test_tracing_errors_name_the_problem():
         graphc.trace(lambda x: v.assign(N.sum(x)))(np.zeros(3, np.float32))
     with pytest.raises(TypeError, match="expected a function"):
         graphc.trace(3)
+    with pytest.raises(TypeError, match="no data while its graph is traced"):
+        graphc.trace(lambda x: x + np.asarray(v))(np.zeros(3, np.float32))
     np.testing.assert_array_equal(w.numpy(), np.zeros(3))     # nothing half-applied
 
 
