@@ -487,3 +487,23 @@ def test_parallel_plans_pass_the_concurrency_checker(program):
         assert set(live.external) <= set(serial_live.external)
         assert set(live.inplace) <= set(serial_live.inplace) | set(serial_live.external)
         assert plan.planned_bytes >= live.lower_bound_bytes()
+
+
+@given(programs(max_ops=14), st.sampled_from(["blocks", "offsets"]))
+def test_memory_regions_overlap_exactly_when_bytes_do(program, strategy):
+    """The parallel engine orders steps by the regions they touch: two values must
+    share a region if and only if their planned bytes overlap."""
+    from graphc.engine.schedules import memory_regions
+
+    inputs, outputs, updates = build_graph(program)
+    live = analyse(graphc.compile(inputs, outputs, updates).graph)
+    plan = make_plan(live, strategy)
+    regions = memory_regions(live, plan)
+    placed = [n for n in live.steps if id(n) in plan.place and n.nbytes]
+    for i, a in enumerate(placed):
+        buf_a, off_a = plan.place[id(a)]
+        for b in placed[i + 1:]:
+            buf_b, off_b = plan.place[id(b)]
+            overlap = buf_a == buf_b and off_a < off_b + b.nbytes and off_b < off_a + a.nbytes
+            shared = bool(set(regions[id(a)]) & set(regions[id(b)]))
+            assert shared == overlap, (a.label(), b.label())
