@@ -1,8 +1,10 @@
 """What the benchmark scripts share: fresh child processes, a progress bar, JSON results."""
 import json
 import os
+import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -44,3 +46,13 @@ def run_child(script, *args, timeout=3600, passthrough=False, env=None) -> dict:
         raise RuntimeError(f"{script} {' '.join(map(str, args))} failed "
                            f"(exit {proc.returncode}):\n{proc.stderr or ''}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def median_time(fn, repeats: int) -> float:
+    """The median wall time of ``repeats`` calls of ``fn()``, in seconds."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)

@@ -20,31 +20,23 @@ from __future__ import annotations
 
 import argparse
 import gc
-import statistics
+import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, ".")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import graphc  # noqa: E402
 import graphc.eager as E  # noqa: E402
 import graphc.ndarray as N  # noqa: E402
+from _report import median_time  # noqa: E402
 
 CASES = [
     ("3x3 64->64, 1x64x56x56", (1, 64, 56, 56), (64, 64, 3, 3), dict(padding=1)),
     ("7x7/2 3->64, 1x3x224x224", (1, 3, 224, 224), (64, 3, 7, 7), dict(stride=2, padding=3)),
     ("1x1 64->256, 1x64x56x56", (1, 64, 56, 56), (256, 64, 1, 1), dict()),
 ]
-
-
-def median_time(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def numpy_conv(x, w, stride=1, padding=0):

@@ -40,9 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -50,7 +48,7 @@ for path in (ROOT, HERE):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from _report import run_child, write_json  # noqa: E402
+from _report import median_time, run_child, write_json  # noqa: E402
 
 BLAS_SETTINGS = {"blas-threads": {}, "blas-1": {"OPENBLAS_NUM_THREADS": "1",
                                                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}
@@ -112,15 +110,6 @@ def _cases(quick):
     return cases
 
 
-def _time(run, repeats):
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
-
-
 def child(quick: bool) -> dict:
     import numpy as np
 
@@ -137,7 +126,7 @@ def child(quick: bool) -> dict:
         medians = {s: [] for s in graphs}
         for _ in range(rounds):
             for s, g in graphs.items():          # alternately, in the same round
-                medians[s].append(_time(lambda g=g: g.run(**feeds), repeats))
+                medians[s].append(median_time(lambda g=g: g.run(**feeds), repeats))
         p = graphs["parallel"].stats()
         rows.append({
             # (the critical path runs over every step, elided reshapes included)

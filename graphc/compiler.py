@@ -16,11 +16,11 @@ from typing import Mapping, Optional, Sequence, Union
 import numpy as np
 
 from .engine.checker import check_concurrent_plan, check_plan
+from .engine.concurrency import Concurrency
 from .engine.devices import check_device, make_program
 from .engine.incremental import IncrementalSchedule
 from .engine.liveness import analyse
 from .engine.planners import make_plan
-from .engine.concurrency import Concurrency
 from .engine.schedules import SCHEDULES, make_runner, worker_count
 from .graph import Graph, to_dot
 from .graph import save as save_graph
@@ -58,9 +58,9 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     plan that shares bytes only between steps that can never overlap (its
     extra cost is ``stats()["parallel_extra_bytes"]``); ``"parallel_reuse"``
     keeps the serial plan's memory, and a step reusing bytes waits for their
-    earlier users instead. ``device="cuda"`` runs
-    the same plan in GPU memory through CuPy (imported only then; a clear
-    ``DeviceError`` says what is missing), serially, outputs copied to the host.
+    earlier users instead. ``device="cuda"`` runs the same plan in GPU memory
+    through CuPy (imported only then; a clear ``DeviceError`` says what is
+    missing), serially, outputs copied to the host.
 
     Example::
 
@@ -134,19 +134,15 @@ class Executable:
     """A compiled graph: ``run`` it, ``assign`` its variables, read ``stats``."""
 
     def __init__(self, graph, live, plan, program, *, single, copy_outputs, build_seconds,
-                 source=None, report=(), passes=(), schedule="serial", runner=None,
-                 serial_planned_bytes=None):
+                 schedule, runner, serial_planned_bytes, source=None, report=(), passes=()):
         self.graph, self.liveness, self.plan, self.program = graph, live, plan, program
         self.source = source if source is not None else graph   # the graph before optimising
         self.report = list(report)
         self._passes = tuple(passes)
         self._single, self._copy = single, copy_outputs or not program.host_views
         self._build_seconds = build_seconds
-        self.schedule = schedule
-        self._runner = runner if runner is not None else make_runner(
-            schedule, graph, live, plan, program)
-        self._serial_bytes = (plan.planned_bytes if serial_planned_bytes is None
-                              else serial_planned_bytes)
+        self.schedule, self._runner = schedule, runner
+        self._serial_bytes = serial_planned_bytes
         self._vars = {v.name: v for v in graph.inputs}
         self._has_value: set[str] = set()
         self._changed: set[str] = set()      # inputs with new values since the last run

@@ -5,7 +5,7 @@ memory plan that never shares bytes between steps that may overlap, or
 ``"parallel_reuse"``, with the serial plan: a step reusing bytes then waits for
 their earlier users, trading parallelism for memory as MXNet's recycling does).
 
-Under ``"parallel"`` every step is pushed with the memory it reads and the
+Under both parallel schedules every step is pushed with the memory it reads and the
 memory it writes as engine variables (MXNet's push model). The variables are
 *regions* of the planned buffers: bytes that exactly the same values cover
 form one region, so two steps conflict precisely when their bytes overlap.
@@ -61,7 +61,7 @@ def memory_regions(live, plan) -> dict[int, list[int]]:
         starts = sorted(spans)
         active: dict[int, int] = {}     # id(value) -> its end
         k = 0
-        for lo, hi in zip(edges, edges[1:]):
+        for lo, _ in zip(edges, edges[1:]):
             while k < len(starts) and starts[k][0] <= lo:
                 active[starts[k][2]] = starts[k][1]
                 k += 1
