@@ -9,7 +9,9 @@
 """
 from __future__ import annotations
 
+import bisect
 import gc
+import threading
 import time
 from typing import Mapping, Optional, Sequence, Union
 
@@ -19,7 +21,9 @@ from .engine.checker import check_concurrent_plan, check_plan
 from .engine.concurrency import Concurrency
 from .engine.devices import check_device, make_program
 from .engine.incremental import IncrementalSchedule
-from .engine.liveness import analyse
+from .engine.fperrors import DeferredFloatErrors
+from .engine.interrupts import InterruptGuard, held_interrupts
+from .engine.liveness import analyse, first_variable_write
 from .engine.planners import make_plan
 from .engine.schedules import SCHEDULES, make_runner, worker_count
 from .graph import Graph, to_dot
@@ -156,8 +160,20 @@ class Executable:
         self._overwritten = [id(o) in updated for o in graph.outputs]
         self._updated_names = [v.name for v, _ in graph.updates]
         # updates computed straight into their variable need no copy
-        self._updates = [(program.variables[v.name], program.values[id(u)], u.op.kind == "var")
+        # updates are simultaneous: one whose value is another variable is staged
+        # through a buffer of its own (allocated once, ``stats()["staging_bytes"]``)
+        self._updates = [(program.variables[v.name], program.values[id(u)],
+                          program.empty_like(program.values[id(u)])
+                          if u.op.kind == "var" else None)
                          for v, u in graph.updates if id(u) not in live.external]
+        # steps from this one on write variables (or come after one that does): they
+        # run as the commit phase, after every step that may fail, interrupts held
+        self._commit_from = first_variable_write(live)
+        # old values of fed inputs, put back by a failed run; a buffer per input,
+        # allocated the first time it is fed (``stats()["rollback_bytes"]``)
+        self._rollback: dict[str, np.ndarray] = {}
+        # runs of one graph are serialised: they share its memory and its variables
+        self._lock = threading.RLock()
 
     # -- inputs ------------------------------------------------------------------
     def _checked(self, feeds: Mapping, what: str = "run") -> dict[str, np.ndarray]:
@@ -189,10 +205,12 @@ class Executable:
 
     def assign(self, **values) -> None:
         """Set variables to copies of ``values``; they keep them until the next
-        assign, feed or update. Example: ``step.assign(w=W0)``"""
+        assign, feed or update. All values are checked first, so a bad one sets
+        none. Example: ``step.assign(w=W0)``"""
         checked = self._checked(values, "assign")
-        self._store(checked)
-        self._assigned.update(checked)
+        with self._lock, held_interrupts():
+            self._store(checked)
+            self._assigned.update(checked)
 
     def _store(self, checked) -> None:
         variables = self.program.variables
@@ -201,62 +219,164 @@ class Executable:
         self._has_value.update(checked)
         self._changed.update(checked)
 
+    def _save_fed(self, checked) -> None:
+        """Keep the current value of every fed input that has one, so a failed run
+        can put it back (``stats()["rollback_bytes"]``: the buffers this holds)."""
+        for name in checked:
+            if name in self._has_value:
+                current = self.program.variables[name]
+                saved = self._rollback.get(name)
+                if saved is None:
+                    saved = self._rollback[name] = self.program.empty_like(current)
+                saved[...] = current
+
+    def _restore_fed(self, checked, had_value, assigned) -> None:
+        """Undo :meth:`_store` of a run that failed."""
+        for name in checked:
+            if name in had_value:
+                self.program.variables[name][...] = self._rollback[name]
+        self._has_value = had_value
+        self._assigned = assigned
+
     def value(self, name: str) -> np.ndarray:
         """A copy of the current value of variable ``name``. Example: ``step.value("w")``"""
         if name not in self._vars:
             raise InputError(f"value: unknown variable {name!r}; the graph's inputs are "
                              f"{sorted(self._vars)}")
-        if name not in self._has_value:
-            raise InputError(f"value: variable {name!r} has no value yet; give it to run or "
-                             "assign first")
-        return self.program.to_host(self.program.variables[name])
+        with self._lock:
+            if name not in self._has_value:
+                raise InputError(f"value: variable {name!r} has no value yet; give it to run "
+                                 "or assign first")
+            return self.program.to_host(self.program.variables[name])
 
     # -- running -----------------------------------------------------------------
-    def run(self, feeds: Optional[Mapping] = None, /, **kwargs):
-        """Evaluate the graph. Inputs by name (``run(x=X)`` or ``run({"x": X})``). An
-        input left out keeps its value from the last feed, ``assign`` or update;
-        only what depends on changed inputs (or on random draws) is recomputed,
-        plus values whose memory was reused since. Every input needs a value
-        before the first run. Returns one array per output (a list, or the array
-        itself if one node was compiled); then applies the updates.
+    def run(self, *feeds, **kwargs):
+        """Evaluate the graph. Inputs by name (``run(x=X)``, or a dict for names that
+        are no Python identifiers: ``run({"gpu_0/data_0": X})``) or by position in
+        the order given to ``compile`` (``run(X, W)``). An input left out keeps its
+        value from the last feed, ``assign`` or update; only what depends on
+        changed inputs (or on random draws) is recomputed, plus values whose memory
+        was reused since. Every input needs a value before the first run. Returns
+        one array per output (a list, or the array itself if one node was
+        compiled); then applies the updates.
+
+        A run is all or nothing: if it raises (a bad index fed at run time, a
+        failing ``N.delay``, ``KeyboardInterrupt``), every variable keeps its value
+        from before the run, fed inputs included; if it returns, every update is
+        applied. Runs of one graph from several threads are serialised.
 
         Example: ``h1, y1 = g.run(x=X, w=W)``
         """
-        given = dict(feeds or {}, **kwargs)
-        checked = self._checked(given)
-        missing = [n for n in self._vars if n not in checked and n not in self._has_value]
-        if missing:
-            raise InputError(f"run: missing value for input(s) {missing}; pass them by name "
-                             f"or set them once with assign; later runs may leave out inputs that "
-                             f"keep their values")
-        self._store(checked)
-        self._assigned.difference_update(checked)
-        schedule = self._schedule
-        steps, kernels, valid_after = schedule.plan_run(schedule.changed_mask(self._changed))
-        try:
-            self._runner(steps, kernels)
-        except BaseException:
-            schedule.invalidate()
-            raise
-        schedule.commit(valid_after)
-        self._changed = set(self._updated_names)
-        self._steps_last_run = len(kernels)
-        if self._copy:
-            results = [self.program.to_host(o) for o in self._outputs]
+        checked = self._checked(self._named(feeds, kwargs))
+        with self._lock:
+            missing = [n for n in self._vars if n not in checked and n not in self._has_value]
+            if missing:
+                raise InputError(f"run: missing value for input(s) {missing}; pass them by "
+                                 "name or set them once with assign; later runs may leave out "
+                                 "inputs that keep their values")
+            return self._run(checked)
+
+    def _named(self, feeds: tuple, kwargs: dict) -> dict:
+        """``run``'s arguments as one ``name -> value`` mapping."""
+        if len(feeds) == 1 and (feeds[0] is None or isinstance(feeds[0], Mapping)):
+            given = dict(feeds[0] or {})
+            bad = [k for k in given if not isinstance(k, str)]
+            if bad:
+                raise InputError(f"run: input names must be strings, got {bad[0]!r}; the "
+                                 f"graph's inputs are {list(self._vars)}")
         else:
-            results = [o.copy() if stale else o.view()
-                       for o, stale in zip(self._outputs, self._overwritten)]
-            for r in results:
-                r.flags.writeable = False
-        # updates are simultaneous: values read from other variables are staged first
-        staged = [(dst, src.copy() if from_var else src) for dst, src, from_var in self._updates]
-        for dst, src in staged:
-            dst[...] = src
+            names = list(self._vars)
+            if any(isinstance(f, Mapping) for f in feeds):
+                raise InputError("run: give inputs either as one dict or as arrays in the "
+                                 f"order of the graph's inputs {names}, not both")
+            if len(feeds) > len(names):
+                raise InputError(f"run: the graph has {len(names)} input(s) {names} but "
+                                 f"{len(feeds)} positional values were given")
+            given = dict(zip(names, feeds))
+        twice = sorted(set(given) & set(kwargs))
+        if twice:
+            raise InputError(f"run: input(s) {twice} given twice (by position or dict and by "
+                             "keyword)")
+        given.update(kwargs)
+        return given
+
+    def _run(self, checked: dict):
+        """One run, with the lock held (see :meth:`run`). Phases: feed (interrupts
+        held), compute every step that may fail (an interrupt stops it between
+        kernels), then commit: the steps that write variables, the outputs and
+        the copied updates (interrupts held). A failure before the commit puts
+        the fed inputs back; nothing after it can fail but a bug."""
+        had_value, assigned = set(self._has_value), set(self._assigned)
+        schedule, conditions = self._schedule, DeferredFloatErrors()
+        fed = False
+        with InterruptGuard() as guard:
+            try:
+                self._save_fed(checked)
+                self._store(checked)
+                fed = True
+                self._assigned.difference_update(checked)
+                steps, kernels, valid_after = schedule.plan_run(
+                    schedule.changed_mask(self._changed))
+                split = bisect.bisect_left(steps, self._commit_from)
+                guard.holding = False
+                self._runner(steps[:split], kernels[:split], interrupts=guard)
+                guard.holding = True
+                guard.check()            # an interrupt after the last kernel
+                # nothing may fail from here on: results are allocated before any write
+                staging = self._output_staging()
+            except BaseException as error:
+                guard.holding = True
+                schedule.invalidate()
+                if fed:
+                    self._restore_fed(checked, had_value, assigned)
+                if guard.raised is not None and guard.raised is not error:
+                    raise guard.raised from error
+                raise
+            try:
+                self._runner(steps[split:], kernels[split:], conditions.recording)
+                results = self._collect(staging)
+                for dst, src, staged in self._updates:
+                    dst[...] = src if staged is None else staged
+            except BaseException:    # only a bug can land here: the state is unknown
+                schedule.invalidate()
+                raise
+            schedule.commit(valid_after)
+            self._changed = set(self._updated_names)
+            self._steps_last_run = len(kernels)
+        if guard.raised is not None:
+            guard.raised.add_note("graphc: this interrupt arrived while the run committed; "
+                                  "the run completed and its updates are applied")
+            guard.check()
+        conditions.report()      # after the commit: a warning made an error cannot tear it
         return results[0] if self._single else results
+
+    def _output_staging(self) -> list:
+        """The host arrays the commit phase copies outputs into (``None`` where an
+        output is returned another way), allocated before anything is written."""
+        return [np.empty(o.shape, o.dtype)
+                if (self._copy and self.program.host_views) or (not self._copy and stale)
+                else None for o, stale in zip(self._outputs, self._overwritten)]
+
+    def _collect(self, staging: list) -> list:
+        """Stage the updates read from other variables and return the outputs."""
+        for _, src, staged in self._updates:
+            if staged is not None:
+                staged[...] = src
+        results = []
+        for o, out in zip(self._outputs, staging):
+            if out is not None:
+                np.copyto(out, o)
+            else:
+                out = self.program.to_host(o) if self._copy else o.view()
+            if not self._copy:
+                out.flags.writeable = False    # the same on every run: views or not
+            results.append(out)
+        return results
 
     def seed(self, seed) -> None:
         """Restart the graph's random generator. Example: ``g.seed(0)``"""
-        self.program.ctx.seed(seed)
+        with self._lock:
+            self.program.ctx.seed(seed)
 
     # -- inspection --------------------------------------------------------------
     @property
@@ -275,7 +395,11 @@ class Executable:
         lower_bound_bytes (in-place aware), lower_bound_no_inplace_bytes,
         naive_bytes, plan_ratio, steps, steps_last_run, pinned_bytes,
         updates_into_variables (update values computed straight into their
-        variable, unplanned and not copied),
+        variable, unplanned and not copied); what all-or-nothing runs cost:
+        updates_held_back (updates not computed into their variable because a
+        step that may fail comes after them), staging_bytes, rollback_bytes
+        (old values of fed inputs, allocated on the first refeed) and
+        commit_steps (steps run with interrupts held);
         build_seconds; with the optimiser on, nodes_unoptimised,
         edges_unoptimised and the changes made by each pass."""
         live, plan = self.liveness, self.plan
@@ -295,6 +419,15 @@ class Executable:
             "plan_ratio": plan.planned_bytes / lower if lower else 1.0,
             "inplace_values": len(plan.aliases),
             "updates_into_variables": len(live.external),
+            # what a run being all or nothing costs: updates kept out of their
+            # variable because a step that may fail comes later, the buffers that
+            # stage updates read from other variables and keep fed inputs' old
+            # values, and the steps run with interrupts held
+            "updates_held_back": live.held_back,
+            "staging_bytes": sum(s.nbytes for _, _, s in self._updates if s is not None),
+            "rollback_bytes": sum(b.nbytes for b in self._rollback.values()),
+            "commit_steps": len(self.program.steps) - min(self._commit_from,
+                                                          len(self.program.steps)),
             "pinned_bytes": live.kept_bytes(),
             "steps": len(self.program.steps),
             "steps_last_run": self._steps_last_run,

@@ -116,6 +116,11 @@ class CpuProgram:
         """A copy of one of this program's arrays (they already are NumPy arrays)."""
         return array.copy()
 
+    def empty_like(self, array: np.ndarray) -> np.ndarray:
+        """An uninitialised array of ``array``'s shape and dtype (where a run keeps
+        the values it may have to put back)."""
+        return np.empty(array.shape, array.dtype)
+
     def execute(self) -> None:
         """Run every step in the planned order."""
         for step in self.steps:

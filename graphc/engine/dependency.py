@@ -16,7 +16,9 @@ program gives the same numbers under any policy and thread count.
 If an op raises, :meth:`DependencyEngine.wait_all` re-raises the first error.
 Until then every op not yet started (ordered after the failed one, or merely
 pushed later) is skipped: its function is not called, but it still completes
-and releases its vars, so nothing deadlocks. Ops already running finish.
+and releases its vars, so nothing deadlocks. Ops already running finish. An
+interrupt of the waiting thread is handled the same way: ``wait_all`` skips
+what has not started, waits for what runs, then raises it.
 
 >>> import numpy as np
 >>> pool = ThreadPool(2); eng = DependencyEngine(pool)
@@ -243,11 +245,49 @@ class DependencyEngine:
         ZeroDivisionError: division by zero
         >>> eng.wait_all()                   # the error was reported once
         """
-        with self._idle:
-            self._idle.wait_for(lambda: not self._pending)
+        try:
+            with self._idle:
+                self._idle.wait_for(lambda: not self._pending)
+        except BaseException as interrupt:   # KeyboardInterrupt while waiting
+            self._drain(interrupt)
+            raise
+        with self._lock:
             error, self._error = self._error, None
         if error is not None:
             raise error
+
+    def cancel(self, error: BaseException) -> None:
+        """Skip every op not started yet; :meth:`wait_all` raises ``error`` (or the
+        error of an op that failed first). Takes no lock, so a signal handler
+        may call it while this thread is inside :meth:`push` or :meth:`wait_all`.
+
+        >>> eng = DependencyEngine(ThreadPool(1)); v, ran = eng.new_var(), []
+        >>> eng.cancel(TimeoutError("stopped"))
+        >>> eng.push(lambda: ran.append(1), mutate_vars=[v])
+        >>> eng.wait_all()
+        Traceback (most recent call last):
+        TimeoutError: stopped
+        >>> ran
+        []
+        """
+        if self._error is None:      # a racing op's error may win: either is raised
+            self._error = error
+
+    def _drain(self, interrupt: BaseException) -> None:
+        """After the waiting thread was interrupted: skip every op not started yet
+        and wait until the running ones are done, so that no op of this batch
+        touches memory after ``wait_all`` has returned or raised."""
+        with self._lock:
+            if self._error is None:
+                self._error = interrupt
+        while True:
+            try:
+                with self._idle:
+                    self._idle.wait_for(lambda: not self._pending)
+                    self._error = None
+                return
+            except KeyboardInterrupt:    # a second Ctrl-C: the first is raised anyway
+                continue
 
     @property
     def pending(self) -> int:

@@ -102,6 +102,11 @@ class DeviceProgram:
         asnumpy = getattr(self.xp, "asnumpy", None)
         return asnumpy(array) if asnumpy is not None else np.array(array, copy=True)
 
+    def empty_like(self, array):
+        """An uninitialised array of ``array``'s shape and dtype in this program's
+        memory (where a run keeps the values it may have to put back)."""
+        return self.xp.empty(array.shape, dtype=array.dtype)
+
     def execute(self) -> None:
         """Run every step in the planned order."""
         for step in self.steps:

@@ -34,6 +34,9 @@ class Liveness:
     kept: set = field(default_factory=set)  # ids pinned because their inputs rarely change
     # id(update value) -> name of the variable it is computed straight into (unplanned)
     external: dict = field(default_factory=dict)
+    #: updates not computed into their variable only because a step that may fail
+    #: (``fallible``) comes after them
+    held_back: int = 0
     # happens-before facts when steps may run in any order their dependencies allow
     # (schedule="parallel"); None for the planned serial order
     concurrency: Optional[Concurrency] = None
@@ -114,17 +117,39 @@ def _streams_over(node, position) -> bool:
             and all(p.size in (node.size, 1) for p in node.parents[:2]))
 
 
-def into_variables(graph, steps, step_of, concurrency=None) -> dict[int, str]:
+def last_fallible_step(steps) -> int:
+    """The index of the last step whose kernel may raise on its run-time values
+    (``KINDS[kind].fallible``: an index out of range, a callback's error), or -1.
+
+    >>> import graphc.ndarray as N, numpy as np
+    >>> x, i = N.var("x", (4,)), N.var("i", (2,), np.int64)
+    >>> last_fallible_step([N.exp(x), N.take(x, i), N.sin(x)])
+    1
+    """
+    return max((i for i, n in enumerate(steps) if KINDS[n.op.kind].fallible), default=-1)
+
+
+def first_variable_write(live) -> int:
+    """The first step that writes into a variable (an update computed straight into
+    it), or ``live.end``. Every step from there on comes after the last step that
+    may fail, so a run computes ``steps[:k]`` freely and then commits ``steps[k:]``
+    and its copied updates with interrupts held."""
+    return min((live.step_of[key] for key in live.external), default=live.end)
+
+
+def into_variables(graph, steps, step_of, concurrency=None,
+                   after_failures: bool = True) -> dict[int, str]:
     """Update values that can be computed straight into their variable's memory:
     ``id(value) -> variable name``. Safe when nothing reads the variable after the
     step computing its update (the step itself only where it may overwrite that
     parent), the value is no output and feeds no other update, and the variable
     is no output and no other update's source. It saves the update's planned
     bytes (a training step's new weights and optimiser state) and the copy after
-    the run. Not with ``delay`` callbacks, whose failure mid-run would leave some
-    variables updated and others not."""
-    if any(n.op.kind == "delay" for n in steps):
-        return {}
+    the run. Only after the last step that may fail (:func:`last_fallible_step`):
+    a run then writes no variable before every error it can raise is behind
+    it, so a failed run leaves every variable as it was (``after_failures=False``
+    drops that condition, to count what it costs)."""
+    first_safe = last_fallible_step(steps) + 1 if after_failures else 0
     outputs = {id(o) for o in graph.outputs}
     sources: dict[int, int] = {}
     for _, value in graph.updates:
@@ -143,6 +168,8 @@ def into_variables(graph, steps, step_of, concurrency=None) -> dict[int, str]:
                 or value.shape != var.shape or value.dtype != var.dtype):
             continue
         step, read = step_of[id(value)], last_read.get(id(var), -1)
+        if step < first_safe:
+            continue  # a later step may raise after the variable was overwritten
         if read > step or read == step and not all(
                 (may_overwrite(value.op, k) or _streams_over(value, k)) and _may_alias(value, var)
                 for k, p in enumerate(value.parents) if p is var):
@@ -182,6 +209,9 @@ def analyse(graph, keep=(), concurrent: bool = False) -> Liveness:
         live.concurrency = Concurrency(live)
     order = live.concurrency
     live.external = into_variables(graph, steps, step_of, order)
+    if last_fallible_step(steps) >= 0:     # what atomicity costs: updates not written in
+        live.held_back = len(into_variables(graph, steps, step_of, order,
+                                            after_failures=False)) - len(live.external)
     for i, n in enumerate(steps):
         if id(n) in live.external:
             continue  # it writes into its variable, not over a parent

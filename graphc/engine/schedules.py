@@ -26,6 +26,7 @@ reproducible, and two kernels never share a scratch at once.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from ..type.kinds import KINDS
@@ -95,10 +96,20 @@ class SerialRunner:
     def __init__(self, graph, live, plan, program, workers=None):
         pass
 
-    def __call__(self, indices, kernels) -> None:
-        for kernel in kernels:
-            kernel()
-
+    def __call__(self, indices, kernels, around=None, interrupts=None) -> None:
+        """Call ``kernels`` (those of steps ``indices``). ``around``, if given, is a
+        context factory every kernel runs inside (on whichever thread runs it);
+        ``interrupts`` (an :class:`~.interrupts.InterruptGuard`) is checked
+        before each kernel, so an interrupt stops the run between two of them."""
+        with around() if around is not None else nullcontext():
+            if interrupts is None:
+                for kernel in kernels:
+                    kernel()
+            else:
+                for kernel in kernels:
+                    if interrupts.raised is not None:
+                        interrupts.check()
+                    kernel()
 
 
 class ParallelRunner:
@@ -139,12 +150,29 @@ class ParallelRunner:
             self.ops.append((program.kernels[i], tuple(reads), tuple(writes), n.label()))
         self.regions = len(region_vars)
 
-    def __call__(self, indices, kernels) -> None:
+    def __call__(self, indices, kernels, around=None, interrupts=None) -> None:
+        """As :meth:`SerialRunner.__call__`; an interrupt skips the steps not
+        started yet and is raised once the running ones are done."""
         push, ops = self.engine.push, self.ops
-        for i in indices:
-            kernel, reads, writes, name = ops[i]
-            push(kernel, reads, writes, name)
-        self.engine.wait_all()
+        if interrupts is not None:
+            interrupts.cancel = self.engine.cancel
+        try:
+            for i in indices:
+                kernel, reads, writes, name = ops[i]
+                push(kernel if around is None else _inside(around, kernel), reads, writes,
+                     name)
+            self.engine.wait_all()
+        finally:
+            if interrupts is not None:
+                interrupts.cancel = None
+
+
+def _inside(around, kernel):
+    """``kernel`` called inside a fresh ``around()`` context (on a worker thread)."""
+    def call():
+        with around():
+            kernel()
+    return call
 
 
 

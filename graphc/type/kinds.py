@@ -35,6 +35,10 @@ class OpKind:
     ``reference`` is the dotted name of the NumPy/SciPy function whose
     semantics the op follows (``None`` where graphc defines them).
     ``stateful`` ops (random draws, user callbacks) are never merged or folded.
+    ``fallible`` ops may raise at run time on the values they are given (indices
+    out of range, a user callback's error): a run keeps every write into a
+    variable until after the last of them, so a failure leaves no variable
+    half-updated.
     """
 
     name: str
@@ -43,6 +47,7 @@ class OpKind:
     reference: Optional[str] = None
     overwrites: object = ()
     stateful: bool = False
+    fallible: bool = False
 
 
 def _table() -> dict[str, OpKind]:
@@ -56,7 +61,7 @@ def _table() -> dict[str, OpKind]:
     add(OpKind("random_uniform", "random", 0, "numpy.random.Generator.uniform", stateful=True))
     add(OpKind("random_normal", "random", 0, "numpy.random.Generator.normal", stateful=True))
     add(OpKind("random_bernoulli", "random", 0, "numpy.random.Generator.random", stateful=True))
-    add(OpKind("delay", "delay", None, None, stateful=True))
+    add(OpKind("delay", "delay", None, None, stateful=True, fallible=True))
 
     numpy_unary = ["negative", "absolute", "sign", "exp", "log", "log1p", "expm1", "sqrt",
                    "square", "reciprocal", "sin", "cos", "tan", "tanh", "floor", "ceil",
@@ -103,13 +108,14 @@ def _table() -> dict[str, OpKind]:
     add(OpKind("broadcast_to", "shape", 1, "numpy.broadcast_to"))
     add(OpKind("concatenate", "shape", None, "numpy.concatenate"))
     add(OpKind("slice", "shape", 1, "numpy.ndarray.__getitem__"))
-    add(OpKind("gather", "shape", None, "numpy.ndarray.__getitem__"))
-    add(OpKind("take", "shape", 2, "numpy.take"))
+    # index arrays fed at run time may be out of range
+    add(OpKind("gather", "shape", None, "numpy.ndarray.__getitem__", fallible=True))
+    add(OpKind("take", "shape", 2, "numpy.take", fallible=True))
     add(OpKind("pad", "shape", 1, "numpy.pad"))
     add(OpKind("tile", "shape", 1, "numpy.tile"))
     add(OpKind("repeat", "shape", 1, "numpy.repeat"))
     add(OpKind("flip", "shape", 1, "numpy.flip"))
-    add(OpKind("one_hot", "shape", 1, None))
+    add(OpKind("one_hot", "shape", 1, None, fallible=True))   # labels out of range
 
     # NCHW neural ops (semantics in graphc/shape/neural.py). Each reads windows of
     # its inputs that overlap other output cells, so none may overwrite a parent.
