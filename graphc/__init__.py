@@ -11,11 +11,14 @@ many times with no allocation.
 array([2., 2., 2., 2.], dtype=float32)
 """
 from .compiler import Executable, compile, load
+from .checkpoint import Checkpoint, read_checkpoint
 from .tracing import State, TracedFunction, trace
-from .type.errors import (DeviceError, DTypeError, GraphcError, GraphError, IndexOutOfRange,
-                          InputError, ShapeError)
+from .type.errors import (CommitError, DeviceError, DTypeError, GraphcError, GraphError,
+                          IndexOutOfRange, InputError, ShapeError)
 
 __version__ = "0.1.0"
 __all__ = ["compile", "load", "Executable", "trace", "TracedFunction", "State",
+           "Checkpoint", "read_checkpoint",
            "GraphcError", "ShapeError", "DTypeError",
-           "InputError", "GraphError", "DeviceError", "IndexOutOfRange", "__version__"]
+           "InputError", "GraphError", "DeviceError", "IndexOutOfRange", "CommitError",
+           "__version__"]

@@ -13,6 +13,7 @@ import bisect
 import gc
 import threading
 import time
+import warnings
 from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -32,7 +33,7 @@ from .graph.stats import structure_stats
 from .optimiser.passes import optimise as run_passes
 from .optimiser.passes import select_passes
 from .symbol.node import Node
-from .type.errors import DeviceError, InputError
+from .type.errors import CommitError, DeviceError, InputError
 
 
 def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = (),
@@ -172,6 +173,9 @@ class Executable:
         # old values of fed inputs, put back by a failed run; a buffer per input,
         # allocated the first time it is fed (``stats()["rollback_bytes"]``)
         self._rollback: dict[str, np.ndarray] = {}
+        self._runner_thread = None         # the thread that ran a copy_outputs=False graph
+        self._warned_sharing = False
+        self._torn: set[str] = set()     # variables a failed commit may have half-written
         # runs of one graph are serialised: they share its memory and its variables
         self._lock = threading.RLock()
 
@@ -211,6 +215,7 @@ class Executable:
         with self._lock, held_interrupts():
             self._store(checked)
             self._assigned.update(checked)
+            self._torn.difference_update(checked)
 
     def _store(self, checked) -> None:
         variables = self.program.variables
@@ -218,6 +223,14 @@ class Executable:
             variables[name][...] = array       # host to device too, where it lives there
         self._has_value.update(checked)
         self._changed.update(checked)
+
+    def _refuse_torn(self, what: str, names) -> None:
+        """Refuse to read any of ``names`` that a failed commit may have
+        half-written (see :class:`~graphc.CommitError`)."""
+        torn = sorted(self._torn.intersection(names))
+        if torn:
+            raise CommitError(f"{what}: variables {torn} may be partly updated by a run "
+                              "that failed while committing; assign them first")
 
     def _save_fed(self, checked) -> None:
         """Keep the current value of every fed input that has one, so a failed run
@@ -244,6 +257,7 @@ class Executable:
             raise InputError(f"value: unknown variable {name!r}; the graph's inputs are "
                              f"{sorted(self._vars)}")
         with self._lock:
+            self._refuse_torn("value", [name])
             if name not in self._has_value:
                 raise InputError(f"value: variable {name!r} has no value yet; give it to run "
                                  "or assign first")
@@ -268,13 +282,61 @@ class Executable:
         Example: ``h1, y1 = g.run(x=X, w=W)``
         """
         checked = self._checked(self._named(feeds, kwargs))
-        with self._lock:
-            missing = [n for n in self._vars if n not in checked and n not in self._has_value]
-            if missing:
-                raise InputError(f"run: missing value for input(s) {missing}; pass them by "
-                                 "name or set them once with assign; later runs may leave out "
-                                 "inputs that keep their values")
-            return self._run(checked)
+        if not self._copy:
+            self._note_sharing()
+        guard, committed = InterruptGuard(), False
+        try:
+            guard.__enter__()
+            with self._lock:
+                self._refuse_torn("run", self._torn - set(checked))   # a feed replaces it
+                missing = [n for n in self._vars
+                           if n not in checked and n not in self._has_value]
+                if missing:
+                    raise InputError(f"run: missing value for input(s) {missing}; pass them "
+                                     "by name or set them once with assign; later runs may "
+                                     "leave out inputs that keep their values")
+                results, conditions = self._run(checked, guard)
+                committed = True
+            conditions.report()   # after the commit: a warning made an error cannot tear it
+            guard.__exit__()
+            guard.check()
+        except BaseException as error:
+            guard.__exit__()
+            if committed:         # an interrupt while committing, or a warning made an error
+                error.add_note("graphc: raised after the run committed; the run completed "
+                               "and its updates are applied")
+            elif guard.raised is not None and guard.raised is not error:
+                raise guard.raised from error
+            raise
+        return results
+
+    @property
+    def lock(self) -> "threading.RLock":
+        """The (re-entrant) lock every run of this graph takes. Hold it to use the
+        read-only views that runs of a ``copy_outputs=False`` graph return while
+        other threads run it too: the next run, from any thread, overwrites them.
+
+        Example::
+
+            with g.lock:
+                total = g.run(x=X).sum()
+        """
+        return self._lock
+
+    def _note_sharing(self) -> None:
+        """Warn once when a second thread runs a ``copy_outputs=False`` graph
+        without holding :attr:`lock`: its views are overwritten by other threads."""
+        me = threading.get_ident()
+        if self._lock._is_owned() or self._runner_thread in (None, me):
+            self._runner_thread = me
+            return
+        if not self._warned_sharing:
+            self._warned_sharing = True
+            warnings.warn("run: this graph was compiled with copy_outputs=False and is run "
+                          "from several threads; the views a run returns are overwritten "
+                          "by the next run from any thread. Hold `graph.lock` while using "
+                          "them, or compile with copy_outputs=True", RuntimeWarning,
+                          stacklevel=3)
 
     def _named(self, feeds: tuple, kwargs: dict) -> dict:
         """``run``'s arguments as one ``name -> value`` mapping."""
@@ -300,55 +362,53 @@ class Executable:
         given.update(kwargs)
         return given
 
-    def _run(self, checked: dict):
-        """One run, with the lock held (see :meth:`run`). Phases: feed (interrupts
-        held), compute every step that may fail (an interrupt stops it between
-        kernels), then commit: the steps that write variables, the outputs and
-        the copied updates (interrupts held). A failure before the commit puts
-        the fed inputs back; nothing after it can fail but a bug."""
+    def _run(self, checked: dict, guard: InterruptGuard):
+        """One run, with the lock held and ``guard`` installed (see :meth:`run`).
+        Phases: feed (interrupts held), compute every step that may fail (an
+        interrupt stops it between kernels), then commit: the steps that write
+        variables, the outputs and the copied updates (interrupts held). A
+        failure before the commit puts the fed inputs back; nothing after it can
+        fail but a bug (:class:`~graphc.CommitError`). Returns the results and
+        the floating-point conditions of the commit, to report."""
         had_value, assigned = set(self._has_value), set(self._assigned)
         schedule, conditions = self._schedule, DeferredFloatErrors()
         fed = False
-        with InterruptGuard() as guard:
-            try:
-                self._save_fed(checked)
-                self._store(checked)
-                fed = True
-                self._assigned.difference_update(checked)
-                steps, kernels, valid_after = schedule.plan_run(
-                    schedule.changed_mask(self._changed))
-                split = bisect.bisect_left(steps, self._commit_from)
-                guard.holding = False
-                self._runner(steps[:split], kernels[:split], interrupts=guard)
-                guard.holding = True
-                guard.check()            # an interrupt after the last kernel
-                # nothing may fail from here on: results are allocated before any write
-                staging = self._output_staging()
-            except BaseException as error:
-                guard.holding = True
-                schedule.invalidate()
-                if fed:
-                    self._restore_fed(checked, had_value, assigned)
-                if guard.raised is not None and guard.raised is not error:
-                    raise guard.raised from error
-                raise
-            try:
-                self._runner(steps[split:], kernels[split:], conditions.recording)
-                results = self._collect(staging)
-                for dst, src, staged in self._updates:
-                    dst[...] = src if staged is None else staged
-            except BaseException:    # only a bug can land here: the state is unknown
-                schedule.invalidate()
-                raise
-            schedule.commit(valid_after)
-            self._changed = set(self._updated_names)
-            self._steps_last_run = len(kernels)
-        if guard.raised is not None:
-            guard.raised.add_note("graphc: this interrupt arrived while the run committed; "
-                                  "the run completed and its updates are applied")
-            guard.check()
-        conditions.report()      # after the commit: a warning made an error cannot tear it
-        return results[0] if self._single else results
+        try:
+            self._save_fed(checked)
+            self._store(checked)
+            fed = True
+            self._assigned.difference_update(checked)
+            steps, kernels, valid_after = schedule.plan_run(schedule.changed_mask(self._changed))
+            split = bisect.bisect_left(steps, self._commit_from)
+            guard.holding = False
+            self._runner(steps[:split], kernels[:split], interrupts=guard)
+            guard.holding = True
+            guard.check()            # an interrupt after the last kernel
+            # nothing may fail from here on: results are allocated before any write
+            staging = self._output_staging()
+        except BaseException:
+            guard.holding = True
+            schedule.invalidate()
+            if fed:
+                self._restore_fed(checked, had_value, assigned)
+            raise
+        try:
+            self._runner(steps[split:], kernels[split:], conditions.recording)
+            results = self._collect(staging)
+            for dst, src, staged in self._updates:
+                dst[...] = src if staged is None else staged
+        except BaseException as error:   # a bug or exhausted memory: no way back
+            schedule.invalidate()
+            self._torn = set(self._updated_names)
+            raise CommitError(
+                f"run: a step that writes variables failed while the run committed "
+                f"({type(error).__name__}: {error}); variables {sorted(self._torn)} may be "
+                "partly updated, so the graph will not run or return them until they "
+                "are assigned again (for instance from a checkpoint)") from error
+        schedule.commit(valid_after)
+        self._changed = set(self._updated_names)
+        self._steps_last_run = len(kernels)
+        return (results[0] if self._single else results), conditions
 
     def _output_staging(self) -> list:
         """The host arrays the commit phase copies outputs into (``None`` where an
@@ -426,8 +486,7 @@ class Executable:
             "updates_held_back": live.held_back,
             "staging_bytes": sum(s.nbytes for _, _, s in self._updates if s is not None),
             "rollback_bytes": sum(b.nbytes for b in self._rollback.values()),
-            "commit_steps": len(self.program.steps) - min(self._commit_from,
-                                                          len(self.program.steps)),
+            "commit_steps": sum(k is not None for k in self.program.kernels[self._commit_from:]),
             "pinned_bytes": live.kept_bytes(),
             "steps": len(self.program.steps),
             "steps_last_run": self._steps_last_run,
@@ -490,10 +549,32 @@ class Executable:
                       title=f"graphc ({what}): {len(graph.order)} nodes, {plan.strategy} plan, "
                             f"{plan.planned_bytes} bytes planned")
 
-    def save(self, path) -> None:
-        """Save the graph as written (not its plan, optimisations or variable values)
-        to ``path`` (``.npz``); ``graphc.load`` compiles it again."""
-        save_graph(self.source, path, single_output=self._single)
+    def save_values(self, path) -> None:
+        """Save every variable's value (optimiser state included) and the random
+        generator's state to ``path`` (``.npz``, no pickle), atomically: a crash
+        while saving leaves the previous file intact (see :mod:`graphc.checkpoint`).
+        Example: ``g.save_values("step-1000.npz")``"""
+        from .checkpoint import save_values
+
+        save_values(self, path)
+
+    def load_values(self, path, strict: bool = True) -> None:
+        """Load what :meth:`save_values` saved. Names, shapes and dtypes are checked
+        against the graph before anything is assigned (all or nothing); a variable
+        the file lacks or the graph lacks is an ``InputError`` unless
+        ``strict=False``. Example: ``g.load_values("step-1000.npz")``"""
+        from .checkpoint import load_values
+
+        load_values(self, path, strict=strict)
+
+    def save(self, path, values: bool = False) -> None:
+        """Save the graph as written (not its plan or optimisations) to ``path``
+        (``.npz``), atomically; ``graphc.load`` compiles it again. With
+        ``values=True`` the file also holds every variable's value and the random
+        generator's state, which ``graphc.load`` restores."""
+        from .checkpoint import save
+
+        save(self, path, values=values)
 
     def __repr__(self) -> str:
         s = self.stats()

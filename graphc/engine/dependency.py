@@ -273,6 +273,12 @@ class DependencyEngine:
         if self._error is None:      # a racing op's error may win: either is raised
             self._error = error
 
+    def forget(self, error) -> None:
+        """Clear ``error`` if :meth:`cancel` set it and no ``wait_all`` raised it yet
+        (it arrived after the last op completed and is handled elsewhere)."""
+        if error is not None and self._error is error:
+            self._error = None
+
     def _drain(self, interrupt: BaseException) -> None:
         """After the waiting thread was interrupted: skip every op not started yet
         and wait until the running ones are done, so that no op of this batch

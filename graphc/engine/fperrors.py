@@ -27,6 +27,11 @@ import warnings
 import numpy as np
 
 
+#: the condition NumPy names in an error callback -> its ``np.geterr()`` key
+_SETTING = {"divide by zero": "divide", "overflow": "over", "underflow": "under",
+            "invalid value": "invalid"}
+
+
 class DeferredFloatErrors:
     """Floating-point conditions seen while :meth:`recording` (on any thread),
     reported once by :meth:`report`."""
@@ -51,7 +56,7 @@ class DeferredFloatErrors:
         with self._lock:
             seen, self._seen = self._seen, []
         for condition in seen:
-            mode = settings.get(condition, "warn")
+            mode = settings.get(_SETTING.get(condition, condition), "warn")
             if mode == "ignore":
                 continue
             if mode in ("call", "log") and np.geterrcall() is not None:

@@ -102,6 +102,7 @@ class InterruptGuard:
         self._saved = []
 
     def __exit__(self, *exc) -> None:
+        """Put the caller's handlers back (again: a no-op)."""
         self._restore()
 
 

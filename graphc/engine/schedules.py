@@ -165,6 +165,9 @@ class ParallelRunner:
         finally:
             if interrupts is not None:
                 interrupts.cancel = None
+                # an interrupt just after the last op must not cancel the next call
+                # (the guard still holds it and raises it)
+                self.engine.forget(interrupts.raised)
 
 
 def _inside(around, kernel):

@@ -32,3 +32,9 @@ class IndexOutOfRange(ShapeError, IndexError):
 
 class DeviceError(GraphcError, RuntimeError):
     """A device that cannot be used: its library (CuPy) missing, no GPU, an unknown name."""
+
+
+class CommitError(GraphcError, RuntimeError):
+    """A step that writes variables failed part-way through a run's commit (a bug,
+    or memory exhausted): the variables it names may be partly updated, and the
+    graph refuses to run until they are assigned again."""
