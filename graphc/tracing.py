@@ -24,11 +24,14 @@ array([0.18696296, 0.18696296, 0.18696296], dtype=float32)
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import itertools
 import operator
 import threading
+import warnings
+from collections import OrderedDict
 from typing import Callable, Optional
 
 import numpy as np
@@ -66,22 +69,28 @@ class State:
 
     def __init__(self, value, name: Optional[str] = None):
         array = np.array(value, copy=True)
-        self.name = name if name is not None else f"state{next(_state_names)}"
+        self._serial = next(_state_names)      # the order in which calls take state locks
+        self.name = name if name is not None else f"state{self._serial}"
         self.shape, self.dtype = array.shape, array.dtype
         self._array = array
         self._holder = None          # (executable, input name) holding a newer value
         self.version = 0             # bumped by every assignment
+        # held by every traced call that reads or assigns this state, for the whole
+        # call: calls sharing a state run one after another, whatever their threads
+        self._lock = threading.RLock()
 
     # -- values -----------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
         """A copy of the current value. Example: ``w.numpy()``"""
-        return self._latest().copy()
+        with self._lock:
+            return self._latest().copy()
 
     def _latest(self) -> np.ndarray:
-        if self._holder is not None:
-            executable, name = self._holder
-            self._array, self._holder = executable.value(name), None
-        return self._array
+        with self._lock:
+            if self._holder is not None:
+                executable, name = self._holder
+                self._array, self._holder = executable.value(name), None
+            return self._array
 
     def assign(self, value) -> None:
         """Set the value: in a traced function an update applied after the call
@@ -101,13 +110,15 @@ class State:
         if not np.can_cast(array.dtype, self.dtype, "same_kind"):
             raise InputError(f"State.assign: {self.name!r} has dtype {self.dtype}, got "
                              f"{array.dtype}")
-        target = self._latest()
-        np.copyto(target, array, casting="same_kind")
-        self.version += 1
+        with self._lock:
+            target = self._latest()
+            np.copyto(target, array, casting="same_kind")
+            self.version += 1
 
     def _updated_by(self, executable, name) -> None:
-        self._holder = (executable, name)
-        self.version += 1
+        with self._lock:
+            self._holder = (executable, name)
+            self.version += 1
 
     # -- taking part in expressions ---------------------------------------------------
     def __graphc_value__(self, ns):
@@ -137,7 +148,8 @@ class State:
             raise TypeError(f"State {self.name!r} has no data while its graph is traced: "
                             "use it in graphc.ndarray expressions (or its .read() node), "
                             "not as a NumPy array")
-        return self._latest().astype(dtype or self.dtype, copy=True)
+        with self._lock:
+            return self._latest().astype(dtype or self.dtype, copy=True)
 
     @property
     def T(self):
@@ -227,7 +239,8 @@ def _flatten(value, path, leaves):
     except TypeError:
         raise InputError(f"trace: argument {path} ({type(value).__name__}) is neither an array "
                          "nor hashable; other arguments are static and key the cache") from None
-    return ("static", value)
+    # the type is part of the key: 2 == 2.0 == True, but they build different graphs
+    return ("static", value, type(value))
 
 
 def _rebuild(tree, leaves):
@@ -251,13 +264,30 @@ class _Entry:
         self.seen = {state: None for state in states}   # state -> version it holds
 
 
-class TracedFunction:
-    """A function compiled per signature of its array arguments (see :func:`trace`)."""
+#: compiled graphs a traced function keeps unless ``trace(cache_size=...)`` says otherwise
+DEFAULT_CACHE_SIZE = 8
 
-    def __init__(self, fn: Callable, options: dict):
+
+class TracedFunction:
+    """A function compiled per signature of its array arguments (see :func:`trace`).
+
+    It keeps the ``cache_size`` graphs used most recently (``cache``, least
+    recently used first) and warns once, with a ``RuntimeWarning`` saying which
+    arguments change, when it has to drop one. Calls from several threads are
+    serialised, and so are calls of different traced functions that share a
+    :class:`State`; every caller gets its own result.
+    """
+
+    def __init__(self, fn: Callable, options: dict, cache_size: int = DEFAULT_CACHE_SIZE):
         self.fn, self.options = fn, options
         self.signature = inspect.signature(fn)
-        self.cache: dict = {}
+        self.cache_size = cache_size
+        self.cache: OrderedDict = OrderedDict()   # signature -> _Entry, least recent first
+        self.compiles = 0                         # graphs compiled so far, rebuilds included
+        self._warned = False
+        # one call at a time: the cache, what each graph last saw of the states,
+        # and its run (whose memory the outputs are copied from) go together
+        self._lock = threading.RLock()
         functools.update_wrapper(self, fn)
 
     def _key(self, args, kwargs):
@@ -271,13 +301,31 @@ class TracedFunction:
         """The compiled graph for these arguments (built if needed, not run):
         ``stats()``, ``to_dot()``, ``plan``. Example: ``step.executable(x, y).stats()``"""
         tree, leaves = self._key(args, kwargs)
-        return self._entry(tree, leaves).executable
+        with self._lock:
+            return self._entry(tree, leaves).executable
 
     def _entry(self, tree, leaves) -> _Entry:
         entry = self.cache.get(tree)
-        if entry is None:
-            entry = self.cache[tree] = self._build(tree, leaves)
+        if entry is not None:
+            self.cache.move_to_end(tree)
+            return entry
+        entry = self._build(tree, leaves)
+        self.compiles += 1
+        self.cache[tree] = entry
+        if len(self.cache) > self.cache_size:
+            if not self._warned:      # the cache still shows what changed between calls
+                self._warned = True
+                warnings.warn(self._recompiling_message(), RuntimeWarning, stacklevel=4)
+            self.cache.popitem(last=False)
         return entry
+
+    def _recompiling_message(self) -> str:
+        changes = _differences(list(self.cache))
+        return (f"graphc.trace: {self.__name__} has compiled {self.compiles} graphs, more than "
+                f"its cache keeps (cache_size={self.cache_size}): the least recently used "
+                "are dropped and traced and compiled again when needed. Between calls, "
+                + "; ".join(changes) + ". If these signatures are expected, raise "
+                f"@graphc.trace(cache_size=...).")
 
     def _build(self, tree, leaves) -> _Entry:
         names = [path.lstrip(".") for path, _ in leaves]
@@ -303,20 +351,92 @@ class TracedFunction:
 
     def __call__(self, *args, **kwargs):
         tree, leaves = self._key(args, kwargs)
-        entry = self._entry(tree, leaves)
-        feeds = {name: array for name, (_, array) in zip(entry.arg_names, leaves)}
-        for state in entry.states:
-            if entry.seen[state] != state.version:
-                feeds[state.name] = state._latest()
-        results = entry.executable.run(feeds)
-        for state in entry.states:
-            if state in entry.updated:
-                state._updated_by(entry.executable, state.name)
-            entry.seen[state] = state.version
-        return _rebuild(entry.output_tree, results)
+        with self._lock:
+            entry = self._entry(tree, leaves)
+            with _holding(entry.states):
+                feeds = {name: array for name, (_, array) in zip(entry.arg_names, leaves)}
+                for state in entry.states:
+                    if entry.seen[state] != state.version:
+                        feeds[state.name] = state._latest()
+                results = entry.executable.run(feeds)
+                for state in entry.states:
+                    if state in entry.updated:
+                        state._updated_by(entry.executable, state.name)
+                    entry.seen[state] = state.version
+            return _rebuild(entry.output_tree, results)
 
     def __repr__(self) -> str:
         return f"<graphc.trace of {self.__name__}: {len(self.cache)} compiled graph(s)>"
+
+
+@contextlib.contextmanager
+def _holding(states):
+    """The locks of ``states``, taken in one global order (so two calls sharing
+    states cannot each wait for the other's)."""
+    with contextlib.ExitStack() as stack:
+        for state in sorted(states, key=lambda s: s._serial):
+            stack.enter_context(state._lock)
+        yield
+
+
+# -- what changes between the signatures of one function (the recompilation warning) -----
+def _leaves(tree, path):
+    """``(path, description)`` of every array or static value in an argument tree."""
+    kind = tree[0]
+    if kind == "dict":
+        for key, sub in tree[1]:
+            yield from _leaves(sub, f"{path}.{key}" if path else str(key))
+    elif kind in ("list", "tuple"):
+        for i, sub in enumerate(tree[1]):
+            yield from _leaves(sub, f"{path}[{i}]")
+    elif kind == "array":
+        yield path, ("array", tree[2], tree[3])
+    else:
+        yield path, ("static", tree[2], tree[1])
+
+
+def _shown(values, limit: int = 4) -> str:
+    shown = ", ".join(repr(v) for v in values[:limit])
+    return shown + (", ..." if len(values) > limit else "")
+
+
+def _differences(trees) -> list[str]:
+    """Sentences naming each argument that differs between ``trees`` and how to
+    keep it from compiling new graphs."""
+    seen: dict[str, list] = {}
+    for tree in trees:
+        for path, leaf in _leaves(tree, ""):
+            seen.setdefault(path, []).append(leaf)
+    changes = []
+    for path, leaves in seen.items():
+        distinct = list(dict.fromkeys(leaves))
+        if len(distinct) == 1 and len(leaves) == len(trees):
+            continue
+        kinds = {leaf[0] for leaf in distinct}
+        if kinds == {"static"}:
+            types = sorted({leaf[1].__name__ for leaf in distinct})
+            changes.append(
+                f"argument {path!r} takes the Python {'/'.join(types)} values "
+                f"{_shown([leaf[2] for leaf in distinct])}: a value that is not a NumPy array "
+                "is static, baked into its graph, so each new value compiles a new graph; pass "
+                f"it as an array (np.float32({path.split('.')[-1]}) or np.asarray(...)) to "
+                "make it an input of one graph")
+        elif kinds == {"array"}:
+            shapes = list(dict.fromkeys(leaf[1] for leaf in distinct))
+            dtypes = list(dict.fromkeys(np.dtype(leaf[2]).name for leaf in distinct))
+            if len(shapes) > 1:
+                changes.append(f"argument {path!r} changes shape ({_shown(shapes)}): each "
+                               "shape compiles its own graph; use a few fixed shapes (pad the "
+                               "last batch)")
+            if len(dtypes) > 1:
+                changes.append(f"argument {path!r} changes dtype ({_shown(dtypes)}): convert "
+                               "it to one dtype before the call")
+            if len(shapes) == len(dtypes) == 1:
+                changes.append(f"argument {path!r} is missing from some calls")
+        else:
+            changes.append(f"argument {path!r} is sometimes an array and sometimes a Python "
+                           "value; pass it as an array every time")
+    return changes or ["the arguments' structure changes"]
 
 
 def _flatten_outputs(result, outputs, tracer):
@@ -325,32 +445,42 @@ def _flatten_outputs(result, outputs, tracer):
     if isinstance(result, (list, tuple)):
         return (type(result).__name__, tuple(_flatten_outputs(v, outputs, tracer) for v in result))
     if result is None:
-        return ("static", None)
+        return ("static", None, type(None))
     if isinstance(result, State):
         result = tracer.read(result)
     outputs.append(LAZY._lift(result))
     return ("array", len(outputs) - 1)
 
 
-def trace(fn: Optional[Callable] = None, **options):
+def trace(fn: Optional[Callable] = None, *, cache_size: int = DEFAULT_CACHE_SIZE, **options):
     """Compile ``fn`` (written against ``graphc.ndarray``) on first call per
-    signature: array arguments (NumPy arrays, also inside dicts, lists and
-    tuples) become graph inputs named after their parameter, every other
-    argument is static (part of the cache key, baked into the graph). The
-    :class:`State` objects it reads become inputs that keep their values, and
-    its ``State.assign`` calls become update edges. ``options`` go to
-    :func:`graphc.compile` (``schedule="parallel"``, ``plan="offsets"``,
+    signature: array arguments (NumPy arrays and NumPy scalars, also inside
+    dicts, lists and tuples) become graph inputs named after their parameter,
+    every other argument is static (part of the cache key, baked into the
+    graph). The :class:`State` objects it reads become inputs that keep their
+    values, and its ``State.assign`` calls become update edges. ``options`` go
+    to :func:`graphc.compile` (``schedule="parallel"``, ``plan="offsets"``,
     ``seed=0``...). Returns arrays in the structure ``fn`` returned.
+
+    The ``cache_size`` graphs used last are kept (default 8); when a function
+    needs more, it warns once (``RuntimeWarning``) naming the arguments that
+    change, such as a Python float passed where an array would be one input.
+    One traced function may be called from many threads: calls are serialised
+    and each caller gets its own result.
 
     Example::
 
-        @graphc.trace(schedule="parallel")
+        @graphc.trace(schedule="parallel", cache_size=4)
         def predict(x):
             return N.maximum(x @ w, 0.0)
         y = predict(np.ones((64, 784), np.float32))
     """
+    if isinstance(cache_size, bool) or not isinstance(cache_size, (int, np.integer)) \
+            or cache_size < 1:
+        raise ValueError(f"trace: cache_size must be a positive integer (graphs kept per "
+                         f"function), got {cache_size!r}")
     if fn is None:
-        return lambda f: TracedFunction(f, options)
+        return lambda f: trace(f, cache_size=cache_size, **options)
     if not callable(fn):
         raise TypeError(f"trace: expected a function, got {type(fn).__name__}")
-    return TracedFunction(fn, options)
+    return TracedFunction(fn, options, int(cache_size))

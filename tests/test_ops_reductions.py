@@ -175,3 +175,102 @@ def test_empty_reduction_without_identity_names_op_shape_and_line(name):
     assert name in message and "(3, 0)" in message
     assert f"test_ops_reductions.py:{line}" in message
     assert getattr(N, name)(x, axis=0).shape == (0,)
+
+
+# -- dtype= (NumPy's accumulator and result type) ------------------------------------------
+def _accumulation_tolerance(x, dtype):
+    """Exact for integers and booleans; for floats, the rounding of a sum of
+    ``x.size`` terms of up to 3 in ``dtype``, in whatever order it is added."""
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        return {}
+    return {"rtol": 4 * np.finfo(dtype).eps * max(x.size, 1),
+            "atol": 4 * np.finfo(dtype).eps * 3 * max(x.size, 1)}
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "mean"])
+@examples(30)
+@given(xa=array_and_axis(specials=False, low=-3, high=3), keepdims=st.booleans(),
+       dtype=dtypes())
+def test_reduction_with_dtype_matches_numpy(name, xa, keepdims, dtype):
+    """``dtype=`` casts first, as NumPy does (float to int truncates), computes and
+    returns that dtype; integer results wrap as NumPy's do."""
+    x, axis = xa
+    ref = getattr(np, name)
+    check_op(lambda M, a: getattr(M, name)(a, axis=axis, keepdims=keepdims, dtype=dtype),
+             lambda a: ref(a, axis=axis, keepdims=keepdims, dtype=dtype), x,
+             **_accumulation_tolerance(x, dtype))
+
+
+@pytest.mark.parametrize("name", ["var", "std"])
+@examples(20)
+@given(xa=array_and_axis(specials=False, low=-3, high=3), dtype=dtypes(*FLOAT_DTYPES))
+def test_var_std_with_a_float_dtype_match_numpy(name, xa, dtype):
+    x, axis = xa
+    ref = getattr(np, name)
+    check_op(lambda M, a: getattr(M, name)(a, axis=axis, dtype=dtype),
+             lambda a: ref(a, axis=axis, dtype=dtype), x, **_accumulation_tolerance(x, dtype))
+
+
+def test_sum_of_float32_in_float64_keeps_what_float32_loses():
+    x = N.var("x", (3,))
+    values = np.array([1.0, 1e-8, -1.0], np.float32)
+    g = graphc.compile([x], [N.sum(x, dtype=np.float64), N.sum(x)])
+    wide, narrow = g.run(values)
+    assert wide.dtype == np.float64 and narrow.dtype == np.float32
+    assert wide == np.sum(values, dtype=np.float64) and wide != 0.0
+
+
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_var_std_refuse_a_non_float_dtype(name):
+    with pytest.raises(graphc.DTypeError, match=f"{name}.*floating-point.*int64"):
+        getattr(N, name)(N.var("x", (3,)), dtype=np.int64)
+
+
+def test_a_dtype_given_where_keepdims_goes_is_a_clear_type_error():
+    """NumPy's third positional argument is dtype; graphc's is keepdims (as before)."""
+    with pytest.raises(TypeError, match=r"sum: keepdims must be True or False.*dtype="):
+        N.sum(N.var("x", (2, 3)), 0, np.float64)
+
+
+@pytest.mark.parametrize("name", ["max", "min", "any", "all", "argmax", "argmin"])
+def test_reductions_numpy_gives_no_dtype_refuse_it_naming_themselves(name):
+    with pytest.raises(TypeError) as info:
+        getattr(N, name)(N.var("x", (2, 3)), dtype=np.float64)
+    message = str(info.value)
+    assert message.startswith(f"N.{name}() got an unexpected keyword argument 'dtype'")
+    assert "takes (x, axis=None, keepdims=False)" in message
+    with pytest.raises(TypeError):                 # NumPy has no dtype= there either
+        getattr(np, name)(np.zeros((2, 3)), dtype=np.float64)
+
+
+# -- every public function of graphc.ndarray names itself in argument errors ---------------
+def _public_functions():
+    functions = {f"N.{name}": getattr(N, name) for name in N.__all__
+                 if callable(getattr(N, name)) and not isinstance(getattr(N, name), type)}
+    functions.update({f"N.random.{name}": getattr(N.random, name)
+                      for name in ("uniform", "normal", "bernoulli")})
+    return functions
+
+
+@pytest.mark.parametrize("qualified", sorted(_public_functions()))
+def test_an_unknown_keyword_names_the_public_function_and_what_it_takes(qualified):
+    function = _public_functions()[qualified]
+    with pytest.raises(TypeError) as info:
+        function(N.var("x", (2, 3)), zzz_not_an_argument=1)
+    message = str(info.value)
+    assert message.startswith(f"{qualified}() got an unexpected keyword argument "
+                              "'zzz_not_an_argument'"), message
+    assert f"; {qualified} takes (" in message and "<locals>" not in message
+
+
+def test_too_many_positional_arguments_name_the_public_function():
+    with pytest.raises(TypeError, match=r"^N\.exp\(\) too many positional arguments; "
+                                        r"N\.exp takes \(x\)$"):
+        N.exp(N.var("x", (2,)), 1.0)
+
+
+def test_a_type_error_of_the_computation_itself_is_left_as_it_is():
+    """Arguments that fit the signature: the function's own error comes through."""
+    with pytest.raises(TypeError, match="^argmax: axis must be an integer or None"):
+        N.argmax(N.var("x", (2, 3)), axis=(0,))

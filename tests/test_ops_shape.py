@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 
 import graphc
+import graphc.eager as E
 import graphc.ndarray as N
 from opcheck import (ALL_DTYPES, arrays, axis_args, check_op, check_values, dtypes, examples,
                      shapes)
@@ -413,12 +414,51 @@ def test_flip_matches_numpy(data, x):
 
 
 @given(data=st.data(), dtype=dtypes(np.int32, np.int64), shape=shapes(max_dims=3),
-       depth=st.integers(0, 5), out_dtype=st.sampled_from([None] + list(ALL_DTYPES)))
+       depth=st.integers(1, 5), out_dtype=st.sampled_from([None] + list(ALL_DTYPES)))
 def test_one_hot_matches_numpy(data, dtype, shape, depth, out_dtype):
-    """Indices outside [0, depth) give a row of zeros; float32 by default."""
-    idx = data.draw(arrays(dtype, shape, low=-2, high=6))
+    """Labels in [0, depth); float32 by default."""
+    idx = data.draw(arrays(dtype, shape, low=0, high=depth - 1))
     expected = (idx[..., None] == np.arange(depth)).astype(out_dtype or np.float32)
     check_values(lambda M, i: M.one_hot(i, depth, dtype=out_dtype), expected, idx)
+
+
+@pytest.mark.parametrize("schedule", ["serial", "parallel"])
+@pytest.mark.parametrize("bad", [3, 4, -1, -7])
+def test_one_hot_refuses_a_label_out_of_range_at_run_time(bad, schedule):
+    """Not a silent row of zeros: an IndexError naming one_hot, the depth and the label;
+    the graph stays usable and computes the next good labels as before."""
+    labels = N.var("labels", (4,), np.int64)
+    g = graphc.compile([labels], [N.one_hot(labels, 3)], schedule=schedule, workers=2)
+    good = np.array([0, 2, 1, 2])
+    expected = (good[:, None] == np.arange(3)).astype(np.float32)
+    np.testing.assert_array_equal(g.run(labels=good)[0], expected)
+    with pytest.raises(IndexError, match=rf"one_hot: label {bad} is out of range for depth 3"):
+        g.run(labels=np.array([0, 1, bad, 2]))
+    np.testing.assert_array_equal(g.run(labels=good[::-1].copy())[0], expected[::-1])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8])
+def test_one_hot_refuses_a_label_out_of_range_eagerly(dtype):
+    labels = np.array([[0, 1], [5, 2]], dtype)
+    with pytest.raises(IndexError, match="one_hot: label 5 is out of range for depth 3"):
+        E.one_hot(labels, 3)
+    with pytest.raises(IndexError, match="one_hot: label 0 is out of range for depth 0"):
+        E.one_hot(labels, 0)
+    np.testing.assert_array_equal(E.one_hot(np.zeros((0, 2), dtype), 0), np.zeros((0, 2, 0)))
+
+
+def test_a_bad_label_leaves_the_variables_of_a_training_step_untouched():
+    """one_hot may fail at run time, so it runs before any update is written."""
+    x, labels = N.var("x", (4, 3)), N.var("labels", (4,), np.int64)
+    w = N.var("w", (3, 3))
+    loss = N.softmax_cross_entropy(x @ w, N.one_hot(labels, 3))
+    (gw,) = N.grad(loss, [w])
+    step = graphc.compile([x, labels, w], [loss], updates={w: w - 0.5 * gw})
+    w0 = np.arange(9, dtype=np.float32).reshape(3, 3) / 10
+    step.assign(w=w0)
+    with pytest.raises(IndexError, match="one_hot"):
+        step.run(x=np.ones((4, 3), np.float32), labels=np.array([0, 1, 2, 3]))
+    np.testing.assert_array_equal(step.value("w"), w0)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.bool_])

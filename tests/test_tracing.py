@@ -2,6 +2,11 @@
 equal hand-built graphs (results and memory plans), graphs are cached per
 signature, states carry values between graphs and modes, and one flag trains
 the same model eagerly, serially or in parallel with the same losses."""
+import sys
+import threading
+import time
+import warnings
+
 import numpy as np
 import pytest
 
@@ -165,6 +170,170 @@ def test_tracing_errors_name_the_problem():
     with pytest.raises(TypeError, match="no data while its graph is traced"):
         graphc.trace(lambda x: x + np.asarray(v))(np.zeros(3, np.float32))
     np.testing.assert_array_equal(w.numpy(), np.zeros(3))     # nothing half-applied
+
+
+# -- the cache of compiled graphs ---------------------------------------------------------
+def _recompile_warnings(record):
+    return [w for w in record if issubclass(w.category, RuntimeWarning)
+            and "graphc.trace" in str(w.message)]
+
+
+def test_the_cache_keeps_the_graphs_used_last():
+    @graphc.trace(cache_size=2)
+    def f(x):
+        return N.tanh(x) * 2.0
+
+    def call_and_check(n):
+        x = np.linspace(-1, 1, n, dtype=np.float32)
+        np.testing.assert_allclose(f(x), np.tanh(x) * 2, rtol=1e-6)
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for n in (1, 2, 1):                  # two signatures: both fit
+            call_and_check(n)
+        assert f.compiles == 2 and not _recompile_warnings(record)
+        call_and_check(3)                    # a third: size 2 is the least recently used
+        assert f.compiles == 3 and len(f.cache) == 2
+        call_and_check(1)                    # still cached
+        assert f.compiles == 3
+        call_and_check(2)                    # dropped: traced and compiled again
+        assert f.compiles == 4 and len(f.cache) == 2
+    (warning,) = _recompile_warnings(record)     # once per function, not per compile
+    message = str(warning.message)
+    assert "f has compiled 3 graphs" in message and "cache_size=2" in message
+    assert "argument 'x' changes shape (" in message
+    assert all(shape in message for shape in ("(1,)", "(2,)", "(3,)"))
+    assert warning.filename == __file__          # points at the caller's line
+
+
+def test_python_floats_that_keep_changing_warn_once_naming_the_argument():
+    @graphc.trace
+    def scaled(x, lr):
+        return x * lr
+
+    x = np.arange(4, dtype=np.float32)
+    rates = [0.5 * k for k in range(12)]
+    with pytest.warns(RuntimeWarning) as record:
+        for lr in rates:
+            np.testing.assert_array_equal(scaled(x, lr), x * np.float32(lr))
+    (warning,) = _recompile_warnings(record)
+    message = str(warning.message)
+    assert "scaled has compiled 9 graphs" in message and "cache_size=8" in message
+    assert "argument 'lr' takes the Python float values 0.0, 0.5, 1.0, 1.5, ..." in message
+    assert "np.float32(lr)" in message
+    assert len(scaled.cache) == 8 and scaled.compiles == 12
+    # the advice works: a NumPy scalar is an input, so one more graph serves every rate
+    for lr in rates:
+        np.testing.assert_array_equal(scaled(x, np.float32(lr)), x * np.float32(lr))
+    assert scaled.compiles == 13
+
+
+def test_static_values_equal_in_python_but_of_other_types_get_their_own_graphs():
+    """2 == 2.0 == True, but x * 2 and x * 2.0 differ for an integer x (as in NumPy)."""
+    f = graphc.trace(lambda x, k: x * k)
+    x = np.arange(3)
+    for k in (2, 2.0, True):
+        got, want = f(x, k), x * k
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    assert f.compiles == 3
+
+
+@pytest.mark.parametrize("size", [0, -1, 2.5, True, None])
+def test_cache_size_must_be_a_positive_integer(size):
+    with pytest.raises(ValueError, match="cache_size must be a positive integer"):
+        graphc.trace(lambda x: x, cache_size=size)
+
+
+# -- threads ------------------------------------------------------------------------------
+THREADS, CALLS, SHARED_CALLS = 4, 25, 100
+
+
+def _in_threads(work):
+    """``work(t)`` in THREADS threads started together, switching between them as
+    often as the interpreter can (so that races, if any, show); re-raises the first
+    error."""
+    errors, start = [], threading.Barrier(THREADS)
+
+    def run(t):
+        try:
+            start.wait()
+            work(t)
+        except BaseException as error:        # noqa: BLE001 (handed to the main thread)
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(THREADS)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    if errors:
+        raise errors[0]
+
+
+@pytest.mark.parametrize("cache_size", [8, 1], ids=["cached", "rebuilt-every-call"])
+def test_one_traced_function_called_from_many_threads_gives_each_its_own_result(cache_size):
+    """Different inputs (two shapes, so graphs are built while others run) against
+    the results of the same calls made one after another."""
+    @graphc.trace(cache_size=cache_size)
+    def f(x, y):
+        h = N.tanh(x) * y + 1.0
+        return N.sum(h, axis=1), h
+
+    def inputs(t, i):
+        rng = np.random.default_rng(100 * t + i)
+        rows = 3 + (t + i) % 2
+        return (rng.standard_normal((rows, 5)).astype(np.float32),
+                rng.standard_normal(5).astype(np.float32))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # cache_size=1 recompiles on purpose
+        serial = {(t, i): f(*inputs(t, i)) for t in range(THREADS) for i in range(CALLS)}
+        got = {}
+
+        def work(t):
+            for i in range(CALLS):
+                got[t, i] = f(*inputs(t, i))
+                time.sleep(0)                     # let another thread in
+        _in_threads(work)
+    for key, (total, h) in serial.items():
+        np.testing.assert_array_equal(got[key][0], total)
+        np.testing.assert_array_equal(got[key][1], h)
+
+
+def test_traced_functions_sharing_a_state_in_many_threads_apply_every_update_once():
+    """Two functions increment one counter from four threads: every call sees its own
+    value before the increment, so the values seen are 0..n-1, each exactly once."""
+    count = graphc.State(np.zeros((), np.int64), name="count")
+
+    def increment(step):
+        def body(x):
+            before = count + 0
+            count.assign(count + step)
+            return before + 0 * N.sum(x)
+        return graphc.trace(body)
+
+    by_one, by_one_too = increment(1), increment(np.int64(1))
+    seen = {t: [] for t in range(THREADS)}
+
+    def work(t):
+        f = by_one if t % 2 else by_one_too
+        for i in range(SHARED_CALLS):
+            seen[t].append(int(f(np.full(3, i, np.int64))))
+            if i % 5 == 0:
+                count.numpy()                     # an eager read in between
+            time.sleep(0)                         # let another thread in
+    _in_threads(work)
+    values = sorted(v for vs in seen.values() for v in vs)
+    assert values == list(range(THREADS * SHARED_CALLS))
+    assert count.numpy() == THREADS * SHARED_CALLS
+    for vs in seen.values():                      # each thread's calls in its own order
+        assert vs == sorted(vs)
 
 
 # -- the model API ------------------------------------------------------------------------

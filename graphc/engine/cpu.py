@@ -62,6 +62,16 @@ class RunContext:
         """Restart the draws: the same seed gives the same sequence of runs."""
         self.rng.bit_generator.state = np.random.PCG64(seed).state
 
+    @property
+    def draws(self) -> dict:
+        """The generator's position (a plain dict); setting it puts it back, so a
+        failed run leaves the draws of the next run unchanged."""
+        return self.rng.bit_generator.state
+
+    @draws.setter
+    def draws(self, state: dict) -> None:
+        self.rng.bit_generator.state = state
+
 
 def aligned_bytes(size: int) -> np.ndarray:
     """A writable uint8 array of ``size`` bytes starting at an ``ALIGN`` boundary."""

@@ -141,9 +141,27 @@ def _repeat(op, ins, out, ctx):
     return partial(np.copyto, dst, src)
 
 
+class LabelOutOfRange(KernelError, IndexError):
+    """A label fed to ``one_hot`` at run time outside ``[0, depth)``."""
+
+
 def _one_hot(op, ins, out, ctx):
-    classes = np.arange(op["depth"], dtype=ins[0].dtype)
-    return partial(np.equal, ins[0][..., None], classes, out)
+    labels, depth = ins[0], op["depth"]
+    classes, column = np.arange(depth, dtype=labels.dtype), labels[..., None]
+    # seen as unsigned, a negative label is larger than any depth: one pass finds both
+    unsigned = labels.view(labels.dtype.str.replace("i", "u"))
+
+    def one_hot():
+        # a label outside [0, depth) would give a silent row of zeros: refused before
+        # anything is written
+        if labels.size and unsigned.max() >= depth:
+            bad = labels[(labels < 0) | (labels >= depth)]
+            raise LabelOutOfRange(
+                f"one_hot: label {int(bad.ravel()[0])} is out of range for depth {depth} "
+                f"(labels must be in [0, {depth}); {bad.size} of the {labels.size} labels "
+                f"of shape {labels.shape} are outside)")
+        np.equal(column, classes, out)
+    return one_hot
 
 
 def _fill(op, ins, out, ctx):
