@@ -289,7 +289,7 @@ def test_fma_and_adagrad_inside_fused_nodes():
     w, v = N.var("w", (n,)), N.var("v", (n,))
     v_new = v + z * z
     fma, update = check_graph({"w": feeds["x"], "v": np.abs(feeds["y"]), "z": feeds["z"]}, [],
-                        {w: w - 0.01 * z / N.sqrt(v_new + 1e-7), v: v_new}, check=True)
+                        {w: w - z * (0.01 / N.sqrt(v_new + 1e-7)), v: v_new}, check=True)
     assert fma.kind == "fma" and "fused_adagrad" in kinds_of(update), update
     # and one by hand: the step feeding a multiply, a subtraction and a clip
     step = Op.make("fused_adagrad", lr=0.01, eps=1e-7)

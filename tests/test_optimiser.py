@@ -100,11 +100,11 @@ def test_fold_respects_its_size_cap():
 
 # -- useless ops ------------------------------------------------------------------------------
 @pytest.mark.parametrize("build", [
-    lambda x: x + 0.0, lambda x: 0.0 + x, lambda x: x - 0.0, lambda x: x * 1.0,
+    lambda x: x + (-0.0), lambda x: (-0.0) + x, lambda x: x - 0.0, lambda x: x * 1.0,
     lambda x: 1.0 * x, lambda x: x / 1.0, lambda x: x ** 1.0, lambda x: -(-x),
     lambda x: x.T.T, lambda x: N.transpose(N.transpose(x, (1, 0)), (1, 0)),
     lambda x: x.reshape(-1).reshape(3, 4), lambda x: N.copy(x),
-], ids=["add0", "0add", "sub0", "mul1", "1mul", "div1", "pow1", "negneg", "TT", "tt",
+], ids=["add-0", "-0add", "sub0", "mul1", "1mul", "div1", "pow1", "negneg", "TT", "tt",
         "reshape2", "copy"])
 def test_useless_ops_disappear_and_results_stay_exact(build):
     x = N.var("x", (3, 4))
@@ -112,7 +112,26 @@ def test_useless_ops_disappear_and_results_stay_exact(build):
     assert g.stats()["nodes"] < plain.stats()["nodes"]
     assert set(kinds(g)) == {"var", "const", "multiply"}
     X = arr(3, 4)
+    X[0, :3] = [-0.0, np.inf, np.nan]
     np.testing.assert_array_equal(g.run(x=X)[0], plain.run(x=X)[0])
+    np.testing.assert_array_equal(np.signbit(g.run(x=X)[0]), np.signbit(plain.run(x=X)[0]))
+
+
+@pytest.mark.parametrize("build", [
+    lambda x: x + 0.0, lambda x: 0.0 + x, lambda x: x + 0, lambda x: x - (-0.0),
+], ids=["add0", "0add", "add_int0", "sub-0"])
+def test_identities_that_change_signed_zeros_wait_for_fast_math(build):
+    """NumPy's ``-0.0 + 0.0`` is ``+0.0``: the rewrite to ``x`` would keep ``-0.0``."""
+    x = N.var("x", (4,))
+    X = np.array([-0.0, 0.0, -np.inf, np.nan], F32)
+    exact = graphc.compile([x], [build(x)], check=True)
+    assert {"add", "subtract"} & set(kinds(exact))
+    got = exact.run(x=X)[0]
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(build(X)))
+    assert not np.signbit(got[0])
+    fast = graphc.compile([x], [build(x)], fast_math=True, check=True)
+    assert set(kinds(fast)) == {"var"}
+    assert np.signbit(fast.run(x=X)[0][0])
 
 
 def test_simplify_keeps_ops_that_change_dtype_or_shape():
@@ -230,15 +249,41 @@ def test_adagrad_pattern_any_eps(eps):
     np.testing.assert_allclose(g.run(v=V)[0], plain.run(v=V)[0], rtol=1e-7)
 
 
+def test_adagrad_keeps_the_division_of_the_graph_as_written():
+    """``lr / sqrt(v + eps)`` fused is the same three operations; ``g / sqrt(v + eps)``
+    as ``g * (1 / sqrt(v + eps))`` rounds twice, so it is fast_math only."""
+    v, grad = N.var("v", (64,)), N.var("g", (64,))
+    eps = [F32(1e-7), F32(1e-6), F32(1e-5)]     # three roots: not one shared by CSE
+    ys = [grad * (0.01 / N.sqrt(v + eps[0])), grad / N.sqrt(v + eps[1]),
+          0.01 * grad / N.sqrt(v + eps[2])]
+    g, plain = both([v, grad], ys)
+    feeds = dict(v=np.abs(arr(64)), g=arr(64))
+    V, G = feeds["v"], feeds["g"]
+    want = [G * (F32(0.01) / np.sqrt(V + eps[0])), G / np.sqrt(V + eps[1]),
+            F32(0.01) * G / np.sqrt(V + eps[2])]
+    for got, slow, numpy in zip(g.run(**feeds), plain.run(**feeds), want):
+        np.testing.assert_array_equal(got, slow)
+        np.testing.assert_array_equal(got, numpy)
+    assert g.stats()["optimiser_changes"].get("adagrad") == 1
+    fast = graphc.compile([v, grad], ys, fast_math=True, check=True)
+    assert fast.stats()["optimiser_changes"].get("fast_math") == 2
+    for got, slow in zip(fast.run(**feeds), plain.run(**feeds)):
+        np.testing.assert_allclose(got, slow, rtol=1e-6)
+
+
 @pytest.mark.parametrize("rule", ["adagrad", "rmsprop"])
-def test_the_whole_update_becomes_one_fused_node(rule):
+@pytest.mark.parametrize("fast_math", [False, True])
+def test_the_whole_update_becomes_one_fused_node(rule, fast_math):
     w, grad, v = N.var("w", (32,)), N.var("g", (32,)), N.var("v", (32,))
     if rule == "adagrad":
         v_new = v + grad * grad
     else:
         v_new = 0.9 * v + 0.1 * N.square(grad)
-    w_new = w - 0.01 * grad / N.sqrt(v_new + 1e-7)
-    g, plain = both([w, grad, v], [], {w: w_new, v: v_new})
+    if fast_math:       # as usually written: a division, fused as a reciprocal
+        w_new = w - 0.01 * grad / N.sqrt(v_new + 1e-7)
+    else:               # as graphc.neural writes it: the same bits fused or not
+        w_new = w - grad * (0.01 / N.sqrt(v_new + 1e-7))
+    g, plain = both([w, grad, v], [], {w: w_new, v: v_new}, fast_math=fast_math)
     # the weight update is one node whose program includes Owl's fused AdaGrad step
     w_node = dict((var.name, value) for var, value in g.graph.updates)["w"]
     assert w_node.op.kind == "fused"
@@ -253,8 +298,11 @@ def test_the_whole_update_becomes_one_fused_node(rule):
         G = arr(32)
         g.run(g=G)
         plain.run(g=G)
-    np.testing.assert_allclose(g.value("w"), plain.value("w"), rtol=1e-6)
-    np.testing.assert_allclose(g.value("v"), plain.value("v"), rtol=1e-6)
+    if fast_math:
+        np.testing.assert_allclose(g.value("w"), plain.value("w"), rtol=1e-6)
+    else:
+        np.testing.assert_array_equal(g.value("w"), plain.value("w"))
+    np.testing.assert_array_equal(g.value("v"), plain.value("v"))
 
 
 # -- elementwise chains ----------------------------------------------------------------------
@@ -366,13 +414,16 @@ def _step_kinds(executable):
              else ()) for n in executable.liveness.steps]
 
 
-def test_default_pipeline_fuses_adagrad_as_the_checked_one_does():
+@pytest.mark.parametrize("fast_math", [False, True])
+def test_default_pipeline_fuses_adagrad_as_the_checked_one_does(fast_math):
     """The default (one traversal per round) once fused ``v + eps -> sqrt`` before the
     AdaGrad rule saw it; ``check=True`` (pass by pass) did not: fusion now runs last."""
     w, v, g = (N.var(n, (1000,)) for n in "wvg")
     v2 = v + g * g
-    w2 = w - 0.01 * g / N.sqrt(v2 + 1e-7)
-    default, checked = (graphc.compile([w, v, g], [w2, v2], check=c) for c in (False, True))
+    step = 0.01 * g / N.sqrt(v2 + 1e-7) if fast_math else g * (0.01 / N.sqrt(v2 + 1e-7))
+    w2 = w - step
+    default, checked = (graphc.compile([w, v, g], [w2, v2], check=c, fast_math=fast_math)
+                        for c in (False, True))
     assert _step_kinds(default) == _step_kinds(checked)
     assert any("fused_adagrad" in program for _, program in _step_kinds(default))
 

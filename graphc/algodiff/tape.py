@@ -27,6 +27,7 @@ import operator
 
 import numpy as np
 
+from ..operator.elementwise import power_shortcut
 from ..type.errors import DTypeError, ShapeError
 from .common import is_float
 from .reverse import backward, check_loss
@@ -117,7 +118,8 @@ class Traced:
     def __mod__(self, o): return self.ns.remainder(self, o)
     def __rmod__(self, o): return self.ns.remainder(o, self)
     def __pow__(self, o):
-        return self.ns.square(self) if type(o) is int and o == 2 else self.ns.power(self, o)
+        shortcut = power_shortcut(self.dtype, o)     # NumPy's own ** shortcuts, bit for bit
+        return getattr(self.ns, shortcut)(self) if shortcut else self.ns.power(self, o)
     def __rpow__(self, o): return self.ns.power(o, self)
     def __matmul__(self, o): return self.ns.matmul(self, o)
     def __rmatmul__(self, o): return self.ns.matmul(o, self)

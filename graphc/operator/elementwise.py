@@ -37,6 +37,33 @@ BINARY = {
 }
 
 
+#: ``array ** e`` is not always ``numpy.power``: ``ndarray.__pow__`` calls another
+#: ufunc for some exponents (NumPy's ``fast_scalar_power``), keyed here by the
+#: exponent's exact Python type and value -> (ufunc, the array dtype kinds that take
+#: it). Their results differ from power's: float16 ``x ** 0.5`` is sqrt (NaN at
+#: -inf, -0.0 at -0.0) where ``np.power(x, 0.5)`` gives inf and +0.0, complex
+#: ``x ** 2`` and ``x ** -1`` differ in signed zeros and infs, and a bool ``x ** 2``
+#: is int8. A NumPy scalar or a float ``2.0`` exponent takes power.
+POWER_SHORTCUTS = {
+    (int, 2): ("square", "biufc"),
+    (int, -1): ("reciprocal", "fc"),
+    (float, 0.5): ("sqrt", "fc"),
+}
+
+
+def power_shortcut(dtype, exponent):
+    """The name of the ufunc NumPy's ``array ** exponent`` uses instead of power for
+    an array of ``dtype``, or ``None`` when it uses power.
+
+    >>> power_shortcut(np.dtype(np.float16), 0.5), power_shortcut(np.dtype(np.int8), 0.5)
+    ('sqrt', None)
+    """
+    if type(exponent) not in (int, float):
+        return None
+    ufunc, kinds = POWER_SHORTCUTS.get((type(exponent), exponent), (None, ""))
+    return ufunc if np.dtype(dtype).kind in kinds else None
+
+
 def _unary(name: str, kind: str):
     def function(self, x):
         return self._op(kind, [self._lift(x)])

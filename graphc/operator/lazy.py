@@ -24,7 +24,7 @@ from ..symbol.node import Node, user_location
 from ..type.errors import DTypeError, GraphcError
 from ..type.op import Op
 from .creation import CreationMixin, RandomFunctions
-from .elementwise import BINARY, UNARY, ElementwiseMixin
+from .elementwise import BINARY, UNARY, ElementwiseMixin, power_shortcut
 from .linalg import LinalgMixin
 from .namespace import DEFAULT_DTYPE, Backend
 from .neural import NeuralMixin
@@ -194,9 +194,8 @@ class Tensor(Node):
     def __mod__(self, o): return NS.remainder(self, o)
     def __rmod__(self, o): return NS.remainder(o, self)
     def __pow__(self, o):
-        # ndarray ** 2 is numpy.square (a fast path of ndarray.__pow__), which differs
-        # from numpy.power in one place: a bool array gives int8, not int64
-        return NS.square(self) if type(o) is int and o == 2 else NS.power(self, o)
+        shortcut = power_shortcut(self.dtype, o)
+        return getattr(NS, shortcut)(self) if shortcut else NS.power(self, o)
     def __rpow__(self, o): return NS.power(o, self)
     def __matmul__(self, o): return NS.matmul(self, o)
     def __rmatmul__(self, o): return NS.matmul(o, self)

@@ -76,6 +76,8 @@ def _scalar(node) -> float:
 
 
 def _inverse_root(b, node, rate):
+    """``fused_adagrad`` computes ``rate / sqrt(v + eps)`` in ``v``'s dtype, the
+    unfused ops one for one (add, sqrt, divide; the constants in that dtype)."""
     v = b["v"]
     if v.shape != node.shape and "g" not in b or v.dtype != node.dtype:
         return None
@@ -87,17 +89,28 @@ def _inverse_root(b, node, rate):
     return scaled if scaled.shape == node.shape else None
 
 
+def _not_scalar_constant(node) -> bool:
+    return node.op.kind != "const" or node.value.size != 1
+
+
 _ROOT = Pat("sqrt", (Pat("add", (Pat(name="v"), Scalar("eps")), commutative=True,
                          single_use=True),), single_use=True)
 ADAGRAD = Pass("adagrad", [
     Rule("adagrad", Pat("divide", (Scalar("lr"), _ROOT)),
          lambda b, n: _inverse_root(b, n, _scalar(b["lr"]))),
+], doc="lr / sqrt(v + eps) (any constant lr, eps) -> Fused_Adagrad, as in Owl (the same "
+       "three operations in one node; optimisers written g * (lr / sqrt(v + eps)) get it)")
+
+#: ``g / sqrt(v + eps) -> g * (1 / sqrt(v + eps))``: a multiply by a reciprocal rounds
+#: twice where the division rounds once (a batch norm's ``(x - mean) / sqrt(var + eps)``
+#: then differs from NumPy in the last bit), so these belong to the ``fast_math`` pass
+RECIPROCAL_RULES = [
     Rule("adagrad_scaled", Pat("divide", (Pat("multiply", (Pat(name="g"), Scalar("lr")),
                                               commutative=True, single_use=True), _ROOT)),
          lambda b, n: _inverse_root(b, n, _scalar(b["lr"]))),
-    Rule("adagrad_unscaled", Pat("divide", (Pat(name="g"), _ROOT)),
+    Rule("adagrad_unscaled", Pat("divide", (Pat(name="g", test=_not_scalar_constant), _ROOT)),
          lambda b, n: _inverse_root(b, n, 1.0)),
-], doc="lr / sqrt(v + eps) (any constant lr, eps) -> Fused_Adagrad, as in Owl")
+]
 
 
 # -- elementwise chains ---------------------------------------------------------------

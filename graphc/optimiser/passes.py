@@ -19,20 +19,22 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 from ..symbol.traverse import edge_count, topological_order
+from .fast_math import FAST_MATH
 from .fold import folding_pass
 from .fusion import ADAGRAD, FMA, FUSE_ELEMENTWISE, MATMUL_TRANSPOSE
 from .invariants import check_invariants
 from .lowering import LOWERING
 from .rewriter import Pass, rewrite
-from .simplify import EXPANSIONS, FAST_MATH, SIMPLIFY
+from .simplify import EXPANSIONS, SIMPLIFY
 
 CSE = Pass("cse", merge=True, doc="identical op, attributes and parents -> one node")
 
 #: pass names in pipeline order; "fold" is made per call (it needs an evaluator)
 PIPELINE = ("cse", "fold", "simplify", "drop_expansions", "fast_math", "lowering",
             "matmul_transpose", "adagrad", "fma", "fuse_elementwise")
-_STATIC = {p.name: p for p in (CSE, SIMPLIFY, EXPANSIONS, FAST_MATH, LOWERING, MATMUL_TRANSPOSE,
-                               ADAGRAD, FMA, FUSE_ELEMENTWISE)}
+#: the passes by name, but "fold" (made per call around an evaluator)
+STATIC_PASSES = {p.name: p for p in (CSE, SIMPLIFY, EXPANSIONS, FAST_MATH, LOWERING,
+                                     MATMUL_TRANSPOSE, ADAGRAD, FMA, FUSE_ELEMENTWISE)}
 DEFAULT = tuple(n for n in PIPELINE if n != "fast_math")
 
 
@@ -96,7 +98,7 @@ def optimise(roots: Sequence, passes=None, *, fast_math: bool = False,
     the invariant checker between passes.
     """
     names = select_passes(passes, fast_math)
-    table = dict(_STATIC)
+    table = dict(STATIC_PASSES)
     if evaluate is not None:
         table["fold"] = folding_pass(evaluate)
     chosen = [table[n] for n in names if n in table]

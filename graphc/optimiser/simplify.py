@@ -1,18 +1,31 @@
-"""Useless-op removal that keeps NumPy's results exactly, and the
+"""Useless-op removal that keeps NumPy's results bit for bit, and the
 ``fast_math`` rewrites that do not (``x * 0`` is NaN, not 0, when x is inf).
 
 Every rule checks that the replacement has the node's shape and dtype, so
 ``int_array + 0.0`` (which is float64) is never replaced by the int array.
-One inexactness is accepted, as Owl and NumPy users expect: ``x + 0`` turns
-``-0.0`` into ``+0.0`` while ``x`` keeps ``-0.0``; the two compare equal.
+
+An arithmetic identity is applied by default only where NumPy returns ``x``'s
+own bits (NaN where NumPy gives NaN; a NaN's sign and payload are not part of
+a result: IEEE 754 leaves them open, and NumPy's own float16 and float32 loops
+propagate different ones). That is a property of the identity element *and*
+of the dtype, so :data:`IDENTITIES` lists both: ``x + (-0.0)`` is ``x`` but
+``x + 0.0`` turns ``-0.0`` into ``+0.0``; ``x - 0.0`` is ``x`` but
+``x - (-0.0)`` is not; a complex ``x * 1`` turns ``0+infj`` into ``nan+infj``.
+The inexact variants (either zero, complex operands) are ``fast_math`` rules.
 
 >>> import graphc.ndarray as N
 >>> from graphc.optimiser.rewriter import rewrite
 >>> x = N.var("x", (3,))
->>> rewrite([(x * 1.0 + 0.0).T], SIMPLIFY.rewrite_node)[0][0] is x
+>>> rewrite([(x * 1.0 - 0.0).T], SIMPLIFY.rewrite_node)[0][0] is x
 True
+>>> rewrite([x + 0.0], SIMPLIFY.rewrite_node)[0][0] is x     # -0.0 + 0.0 is +0.0
+False
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
 
 from ..shape.broadcast import broadcast_shapes
 from ..type.kinds import KINDS
@@ -79,12 +92,72 @@ def _drop_expansion(node, ctx):
     return make(node, node.op, parents) if changed else None
 
 
-RULES = [
-    Rule("add_zero", Pat("add", (X, Const(0)), commutative=True), _keep_x),
-    Rule("subtract_zero", Pat("subtract", (X, Const(0))), _keep_x),
-    Rule("multiply_one", Pat("multiply", (X, Const(1)), commutative=True), _keep_x),
-    Rule("divide_one", Pat("divide", (X, Const(1))), _keep_x),
-    Rule("power_one", Pat("power", (X, Const(1))), _keep_x),
+@dataclass(frozen=True)
+class Identity:
+    """``kind(x, c)`` is ``x`` when every element of the constant ``c`` is ``element``
+    (``kind(c, x)`` too when ``commutative``). ``exact_kinds`` holds the dtype kinds
+    (``numpy.dtype.kind`` of the result) where NumPy returns ``x`` bit for bit when
+    ``c`` has the bits of :meth:`element_in` (so ``-0.0`` is not ``+0.0``); anywhere
+    else the rewrite changes results and is a ``fast_math`` rule.
+
+    >>> IDENTITIES[0].element_in(np.dtype(np.complex64))
+    array(-0.-0.j, dtype=complex64)
+    """
+
+    name: str
+    kind: str
+    element: float
+    exact_kinds: str
+    commutative: bool = False
+
+    def element_in(self, dtype) -> np.ndarray:
+        """The identity element as a 0-d array of ``dtype``; a complex zero carries its
+        sign in both parts (``x + (-0.0 + 0j)`` turns an imaginary ``-0.0`` into ``+0.0``)."""
+        dtype = np.dtype(dtype)
+        if dtype.kind == "c":
+            return np.asarray(complex(self.element, self.element if self.element == 0 else 0.0),
+                              dtype)
+        return np.asarray(self.element).astype(dtype)
+
+
+#: checked against NumPy on every dtype with signed zeros, infs, NaNs and subnormals
+#: (tests/test_numpy_exact.py): complex multiply/divide/power by one are not exact
+#: (``(0+infj) * 1`` is ``nan+infj``); NumPy has no bool subtract, and an integer
+#: divided by one is a float, which the dtype check already refuses
+IDENTITIES = (
+    Identity("add_zero", "add", -0.0, "biufc", commutative=True),
+    Identity("subtract_zero", "subtract", 0.0, "iufc"),
+    Identity("multiply_one", "multiply", 1.0, "biuf", commutative=True),
+    Identity("divide_one", "divide", 1.0, "f"),
+    Identity("power_one", "power", 1.0, "iuf"),
+)
+
+
+def _has_bits(array, element) -> bool:
+    """Whether every element of ``array``, cast to ``element``'s dtype as a ufunc
+    casts its operand, has the bits of ``element``."""
+    with np.errstate(all="ignore"):
+        cast = np.ascontiguousarray(np.asarray(array).astype(element.dtype))
+    return cast.size > 0 and bool(np.all(cast.reshape(-1).view(np.uint8).reshape(cast.size, -1)
+                                          == element.reshape(1).view(np.uint8)))
+
+
+def _exact_identity(identity: Identity):
+    def build(b, node):
+        if node.dtype.kind not in identity.exact_kinds:
+            return None
+        if not _has_bits(b["c"].value, identity.element_in(node.dtype)):
+            return None
+        return _keep_x(b, node)
+    return build
+
+
+def _identity_rule(identity: Identity, build, suffix: str = "") -> Rule:
+    return Rule(identity.name + suffix, Pat(identity.kind, (X, Const(identity.element, name="c")),
+                                            commutative=identity.commutative), build)
+
+
+RULES = [_identity_rule(i, _exact_identity(i)) for i in IDENTITIES] + [
     Rule("double_negation", Pat("negative", (Pat("negative", (X,)),)), _keep_x),
     Rule("transpose_transpose", Pat("transpose", (Pat("transpose", (X,), name="inner"),)),
          _compose_transposes),
@@ -105,8 +178,11 @@ def _zeros(b, node):
     return make_fill(node, 0)
 
 
-FAST_MATH = Pass("fast_math", [
+#: value-changing rewrites, for the ``fast_math`` pass (:mod:`.fast_math`): the
+#: identities wherever they hold in value (``x + 0.0 -> x`` keeps ``-0.0``), and
+#: ``x * 0 -> 0`` (wrong for inf and NaN) and its kin
+FAST_MATH_RULES = [_identity_rule(i, _keep_x, "_any_bits") for i in IDENTITIES] + [
     Rule("multiply_zero", Pat("multiply", (X, Const(0)), commutative=True), _zeros),
     Rule("zero_divide", Pat("divide", (Const(0), X)), _zeros),
     Rule("subtract_self", Pat("subtract", (X, X)), _zeros),
-], doc="value-changing rewrites (x*0 -> 0 is wrong for inf and NaN): only with fast_math=True")
+]
