@@ -4,7 +4,7 @@ Needs the ``onnx`` package (``pip install graphc[onnx]``).
 
 >>> import graphc.onnx  # doctest: +SKIP
 >>> g = graphc.onnx.load("resnet50.onnx")  # doctest: +SKIP
->>> logits, = g.run(data=image)  # doctest: +SKIP
+>>> logits, = g.run({"data": image})  # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def _require_onnx():
 
 def load(path_or_model, input_shapes=None, *, device: str = "cpu", plan: str = "offsets",
          optimise=True, copy_outputs: bool = True, check: bool = False,
-         fold_batchnorm: bool = True):
+         fold_batchnorm: bool = True, fold_limit_bytes: int = 16 << 20,
+         value_limit_bytes: int = 4 << 30):
     """Import an ONNX model (a path, bytes, or a ``ModelProto``) as a compiled
     :class:`~graphc.onnx.loaded.OnnxGraph`.
 
@@ -32,16 +33,32 @@ def load(path_or_model, input_shapes=None, *, device: str = "cpu", plan: str = "
     rounding; one op fewer per conv). The other options are those of
     :func:`graphc.compile`.
 
+    A model file is untrusted input: a few bytes can ask for terabytes. Values
+    that depend only on constants are computed while importing, holding at most
+    ``fold_limit_bytes`` (16 MiB) of such values at once; a larger one (a
+    ``ConstantOfShape`` of a billion elements) is computed at run time instead,
+    and one that only the import can compute (``Range``, ``EyeLike``) makes the
+    model refused. No single value of the graph may take more than
+    ``value_limit_bytes`` (4 GiB). Both are checked before anything is
+    allocated; a model past them, or malformed in any other way, raises
+    :class:`OnnxModelError` (or :class:`OnnxUnsupported`) naming the node. Raise
+    the limits for a model you trust.
+
     Example::
 
         g = graphc.onnx.load("model.onnx")
-        (probabilities,) = g.run(data=np.zeros((1, 3, 224, 224), np.float32))
+        (probabilities,) = g.run({"data": np.zeros((1, 3, 224, 224), np.float32)})
+        big = graphc.onnx.load("big.onnx", value_limit_bytes=16 << 30)
     """
+    from .limits import ImportLimits
     from .loaded import OnnxGraph
 
+    limits = ImportLimits(fold_limit_bytes=fold_limit_bytes,
+                          value_limit_bytes=value_limit_bytes)
     model = read_model(path_or_model)
     return OnnxGraph(model, input_shapes, device=device, plan=plan, optimise=optimise,
-                     copy_outputs=copy_outputs, check=check, fold_batchnorm=fold_batchnorm)
+                     copy_outputs=copy_outputs, check=check, fold_batchnorm=fold_batchnorm,
+                     limits=limits)
 
 
 def read_model(path_or_model):

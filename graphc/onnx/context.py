@@ -3,6 +3,9 @@
 ``ctx.ns`` is the eager namespace when every input of the node is known while
 importing (initializers, constants, shapes) and the lazy one otherwise, so a
 converter written once both folds constant subgraphs and builds graph nodes.
+Both measure what they make against the import's budget
+(:mod:`graphc.onnx.limits`); an array a converter makes itself with NumPy is
+reserved first with ``ctx.reserve`` (or ``ctx.reserve_import_only``).
 
 >>> import numpy as np
 >>> ctx = NodeContext.for_test("Relu", [np.array([-1.0, 2.0])])
@@ -15,29 +18,46 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..operator import NS as LAZY
 from ..symbol.node import Node
 from .errors import NeedsInputValue, OnnxModelError, OnnxUnsupported, describe
+from .limits import ImportBudget, ImportLimits
+from .namespaces import FoldingNamespace, GraphNamespace
 from .registry import REQUIRED, Converter
 
 
-def _eager():
-    from .. import eager  # the top-level eager namespace, built once
+class Namespaces:
+    """The folding and graph namespaces of one import, sharing its budget.
 
-    return eager
+    Example: ``Namespaces(ImportBudget(ImportLimits()))``
+    """
+
+    def __init__(self, budget: ImportBudget):
+        self.budget = budget
+        self.folding = FoldingNamespace(budget)
+        self.graph = GraphNamespace(budget)
 
 
 class NodeContext:
-    """One ONNX node being converted (see the module docstring)."""
+    """One ONNX node being converted (see the module docstring).
 
-    def __init__(self, node, opset: int, inputs: Sequence, attrs: dict, spec: Converter):
-        self.node, self.opset, self.spec = node, opset, spec
+    ``fold=False`` builds graph nodes even when every input is known (the
+    importer's second try at a node whose folded value is over budget);
+    ``index`` is the node's position in the graph, for the errors.
+    """
+
+    def __init__(self, node, opset: int, inputs: Sequence, attrs: dict, spec: Converter,
+                 namespaces: Optional[Namespaces] = None, fold: bool = True,
+                 index: Optional[int] = None):
+        self.node, self.opset, self.spec, self.index = node, opset, spec, index
         self._inputs = list(inputs)
         self._attrs = attrs
-        known = all(x is None or isinstance(x, np.ndarray) for x in self._inputs)
+        self.namespaces = namespaces or Namespaces(ImportBudget(ImportLimits()))
+        known = fold and all(x is None or isinstance(x, np.ndarray) for x in self._inputs)
         #: eager when every input is known at import time, else lazy
-        self.ns = _eager() if known else LAZY
+        self.ns = self.namespaces.folding if known else self.namespaces.graph
         self.folding = known
+        self.budget = self.namespaces.budget
+        self.budget.start_node(folding=known)
 
     @classmethod
     def for_test(cls, op_type: str, inputs, attrs=None, opset: int = 21):
@@ -80,13 +100,14 @@ class NodeContext:
         if sources:
             # computed from graph inputs (a CenterCropPad's pads, a window's length):
             # the model is specialised on their values, one input at a time
-            raise NeedsInputValue(f"{describe(self.node)}: input {i} ({self.node.input[i]!r}) "
+            raise NeedsInputValue(f"{self.describe()}: input {i} ({self.node.input[i]!r}) "
                                   "must be known while importing; it is computed from the "
                                   f"graph input {sources[0]!r}, so the model is compiled for "
                                   "each of its values", sources[0])
         raise self.unsupported(f"input {i} ({self.node.input[i]!r}) must be a constant known "
                                "while importing (graphc graphs have static shapes), but it is "
-                               "computed from the graph's inputs")
+                               "computed at run time (it was too large to compute while "
+                               "importing: see fold_limit_bytes of graphc.onnx.load)")
 
     def shape(self, i: int) -> tuple:
         return tuple(np.shape(self.input(i)))
@@ -116,18 +137,40 @@ class NodeContext:
             names.pop()
         return len(names)
 
+    # -- sizes ----------------------------------------------------------------------
+    def reserve(self, shape, dtype, what: str) -> None:
+        """Measure an array the converter is about to make with NumPy: against the
+        fold budget when folding (the node is then converted again as graph
+        operations if it is over), else against ``value_limit_bytes``.
+
+        Example: ``ctx.reserve((depth,), np.int64, "one-hot targets")``
+        """
+        self.budget.reserve(shape, dtype, what)
+
+    def reserve_import_only(self, shape, dtype, what: str) -> None:
+        """Measure an array that only the import can compute (no graph operation
+        makes it at run time): past the fold budget the model is refused.
+
+        Example: ``ctx.reserve_import_only((count,), np.int64, "Range")``
+        """
+        self.budget.import_only(shape, dtype, what)
+
     # -- errors ---------------------------------------------------------------------
+    def describe(self) -> str:
+        """The node as errors name it (op type, name, index, outputs)."""
+        return describe(self.node, self.index)
+
     def unsupported(self, what: str) -> OnnxUnsupported:
-        return OnnxUnsupported(f"{describe(self.node)}: {what}")
+        return OnnxUnsupported(f"{self.describe()}: {what}")
 
     def invalid(self, what: str) -> OnnxModelError:
-        return OnnxModelError(f"{describe(self.node)}: {what}")
+        return OnnxModelError(f"{self.describe()}: {what}")
 
     def lift(self, value):
         """``value`` as a value of ``ns`` (arrays stay arrays in eager mode)."""
         if self.folding or isinstance(value, Node):
             return value
-        return LAZY.const(np.asarray(value))
+        return self.ns.const(np.asarray(value))
 
 
 def _graph_inputs_behind(value: Node) -> list:

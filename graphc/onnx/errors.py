@@ -30,9 +30,16 @@ class NeedsInputValue(OnnxUnsupported):
         self.input_name = input_name
 
 
-def describe(node) -> str:
-    """``node`` as the errors name it: ``Conv node 'conv1' (#3)``."""
+def describe(node, index=None) -> str:
+    """``node`` as the errors name it: its op type, its name (if any), its index
+    in the graph (if known) and its outputs.
+
+    >>> import onnx.helper as h
+    >>> describe(h.make_node("Conv", ["x", "w"], ["y"], name="conv1"), 3)
+    "Conv node 'conv1' (#3, outputs ['y'])"
+    """
     label = f"{node.op_type} node"
     if node.name:
         label += f" {node.name!r}"
-    return f"{label} (outputs {list(node.output)})"
+    where = "" if index is None else f"#{index}, "
+    return f"{label} ({where}outputs {list(node.output)})"

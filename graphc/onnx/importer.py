@@ -2,9 +2,12 @@
 
 Initializers become NumPy arrays (constants); the graph inputs that have no
 initializer become ``N.var`` inputs with the given or declared static shapes;
-each node goes through its converter in ``CONVERTERS``. Values that depend
-only on constants are computed while importing, so what reaches the graph is
-the computation on the inputs alone.
+each node goes through its converter (:mod:`graphc.onnx.convert`). Values that
+depend only on constants are computed while importing, within a memory budget
+(:mod:`graphc.onnx.limits`), so what reaches the graph is the computation on
+the inputs alone; a constant value too large to compute while importing is
+computed at run time instead. A value no later node reads is dropped from the
+import's table as soon as its last reader is converted.
 
 >>> import onnx, onnx.helper as h, numpy as np
 >>> graph = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g",
@@ -16,19 +19,18 @@ the computation on the inputs alone.
 """
 from __future__ import annotations
 
+import collections
 from typing import Mapping, Optional
 
 import numpy as np
 
-from ..operator import NS as LAZY
-from . import ops  # noqa: F401  (fills CONVERTERS)
-from .context import NodeContext
-from .fold_bn import consumers_of, fold_into_conv
+from .context import Namespaces
+from .convert import DEFAULT_DOMAINS, convert_node, is_folded_result, message_of
 from .errors import OnnxModelError, OnnxUnsupported, describe
-from .registry import CONVERTERS
-from .tensors import attribute_value, onnx_dtype, to_array
-
-DEFAULT_DOMAINS = ("", "ai.onnx")
+from .fold_bn import consumers_of, fold_into_conv
+from .limits import ImportBudget, ImportLimits
+from .tensors import onnx_dtype, to_array
+from .typecheck import problem
 
 
 def model_opset(model) -> int:
@@ -63,58 +65,152 @@ def declared_shape(value_info) -> tuple:
 
 def import_graph(model, input_shapes: Mapping[str, tuple],
                  fold_batchnorm: bool = True,
-                 input_values: Optional[Mapping[str, np.ndarray]] = None) -> tuple[list, list]:
+                 input_values: Optional[Mapping[str, np.ndarray]] = None,
+                 limits: Optional[ImportLimits] = None) -> tuple[list, list]:
     """The graphc input variables and output values of ``model``'s main graph.
 
     ``input_shapes`` gives a concrete shape for each input whose declared shape
     is not fully static. ``fold_batchnorm`` folds each inference
     BatchNormalization into the Conv before it (:mod:`graphc.onnx.fold_bn`).
     ``input_values`` fixes the value of inputs that nodes need while importing
-    (axes, shapes): they become constants, not variables.
+    (axes, shapes): they become constants, not variables. ``limits`` bounds
+    what the import may allocate (:class:`~graphc.onnx.limits.ImportLimits`).
     """
-    input_values = input_values or {}
-    opset = model_opset(model)
-    graph = model.graph
-    env: dict[str, object] = {}
-    for tensor in graph.initializer:
-        env[tensor.name] = _read_only(to_array(tensor))
-    if len(graph.sparse_initializer):
-        raise OnnxUnsupported("sparse initializers are not supported")
-    variables = []
-    for info in graph_inputs(graph):
-        if info.name in input_values:
+    return _Import(model, limits or ImportLimits()).run(input_shapes, fold_batchnorm,
+                                                        input_values or {})
+
+
+class _Import:
+    """The state of one import: the table of values by ONNX name (``env``), the
+    budget, and which folded values it holds."""
+
+    def __init__(self, model, limits: ImportLimits):
+        self.model, self.opset = model, model_opset(model)
+        self.budget = ImportBudget(limits)
+        self.namespaces = Namespaces(self.budget)
+        self.env: dict[str, object] = {}
+        #: name -> bytes of a folded value the budget counts as held
+        self.held: dict[str, int] = {}
+        #: folded values a graph node reads: the graph keeps them, so they stay held
+        self.adopted: set[str] = set()
+        #: name -> (node, index) that produced it, for the errors about outputs
+        self.producer: dict[str, tuple] = {}
+        self.index_of = {id(node): i for i, node in enumerate(model.graph.node)}
+
+    def run(self, input_shapes, fold_batchnorm, input_values):
+        graph = self.model.graph
+        if len(graph.sparse_initializer):
+            raise OnnxUnsupported("sparse initializers are not supported")
+        for tensor in graph.initializer:
+            self.env[tensor.name] = _read_only(to_array(tensor))
+        variables = self._inputs(graph, input_shapes, input_values)
+        # how many nodes still read each value; graph outputs are read at the end
+        readers = collections.Counter(name for node in graph.node for name in node.input
+                                      if name)
+        readers.update(v.name for v in graph.output)
+        consumers = consumers_of(graph) if fold_batchnorm else {}
+        output_names = {v.name for v in graph.output}
+        folded_away = set()
+        for index, node in enumerate(graph.node):
+            if id(node) in folded_away:
+                continue
+            if fold_batchnorm and node.op_type == "Conv" and node.domain in DEFAULT_DOMAINS:
+                folded = self._fold_batchnorm(node, index, consumers, output_names)
+                if folded is not None:
+                    node = _conv_with_folded_weights(node, *folded, self.env)
+                    folded_away.add(id(folded[0]))
+            self._convert(node, index)
+            for name in node.input:
+                if name and name in readers:
+                    readers[name] -= 1
+                    if readers[name] == 0:
+                        self._drop(name)
+        return variables, self._outputs(graph)
+
+    def _inputs(self, graph, input_shapes, input_values) -> list:
+        variables = []
+        for info in graph_inputs(graph):
+            declared = declared_shape(info)  # refuses an input that is not a tensor
             dtype = onnx_dtype(info.type.tensor_type.elem_type, f"input {info.name!r}")
-            # a copy: the caller's array must stay writeable and may change later
-            env[info.name] = _read_only(np.array(input_values[info.name], dtype, copy=True))
-            continue
-        shape = input_shapes.get(info.name) or declared_shape(info)
-        if shape is None or any(d is None for d in shape):
-            raise OnnxModelError(f"input {info.name!r} has shape {shape} with unknown "
-                                 "dimensions; pass its shape (run with an array, or "
-                                 "input_shapes={name: shape})")
-        dtype = onnx_dtype(info.type.tensor_type.elem_type, f"input {info.name!r}")
-        var = LAZY.var(info.name, tuple(int(d) for d in shape), dtype)
-        env[info.name] = var
-        variables.append(var)
-    consumers = consumers_of(graph) if fold_batchnorm else {}
-    output_names = {v.name for v in graph.output}
-    folded_away = set()
-    for node in graph.node:
-        if id(node) in folded_away:
-            continue
-        if fold_batchnorm and node.op_type == "Conv" and node.domain in DEFAULT_DOMAINS:
-            folded = fold_into_conv(node, consumers, env, output_names)
-            if folded is not None:
-                node = _conv_with_folded_weights(node, *folded, env)
-                folded_away.add(id(folded[0]))
-        _convert(node, opset, env)
-    outputs = []
-    for info in graph.output:
-        if info.name not in env:
-            raise OnnxModelError(f"graph output {info.name!r} is produced by no node")
-        value = env[info.name]
-        outputs.append(value if not isinstance(value, np.ndarray) else LAZY.const(value))
-    return variables, outputs
+            if info.name in input_values:
+                # a copy: the caller's array must stay writeable and may change later
+                self.env[info.name] = _read_only(np.array(input_values[info.name], dtype,
+                                                          copy=True))
+                continue
+            given = info.name in input_shapes and input_shapes[info.name] is not None
+            shape = tuple(input_shapes[info.name]) if given else declared
+            if shape is None or any(d is None for d in shape):
+                raise OnnxModelError(f"input {info.name!r} has shape {shape} with unknown "
+                                     "dimensions; pass its shape (run with an array, or "
+                                     "input_shapes={name: shape})")
+            source = "declares" if shape == declared else "is given"
+            if any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
+                raise OnnxModelError(f"input {info.name!r} {source} the shape {shape}; "
+                                     "dimensions must be non-negative integers")
+            self.budget.value(shape, dtype, f"input {info.name!r}")
+            var = self.namespaces.graph.var(info.name, tuple(int(d) for d in shape), dtype)
+            self.env[info.name] = var
+            variables.append(var)
+        return variables
+
+    def _fold_batchnorm(self, conv, index, consumers, output_names):
+        """``fold_into_conv``'s answer, once the BatchNormalization it would absorb
+        has passed the same type checks as a node of its own."""
+        users = consumers.get(conv.output[0], [])
+        if len(users) == 1 and users[0].op_type == "BatchNormalization":
+            bn = users[0]
+            # the conv's output has the conv input's element type (both are T)
+            values = [self.env.get(conv.input[0]) if i == 0 else self.env.get(name)
+                      for i, name in enumerate(bn.input)]
+            if all(v is not None for v in values):
+                wrong = problem(bn, self.opset, values)
+                if wrong is not None:
+                    where = describe(bn, self.index_of.get(id(bn)))
+                    raise OnnxModelError(f"{where}: {wrong}")
+        try:
+            return fold_into_conv(conv, consumers, self.env, output_names)
+        except Exception as exc:
+            raise OnnxModelError(f"{describe(conv, index)}: folding the BatchNormalization "
+                                 f"after it: {type(exc).__name__}: {message_of(exc)}") from exc
+
+    def _convert(self, node, index) -> None:
+        inputs = [self.env.get(name) for name in node.input if name]
+        outputs = convert_node(node, index, self.opset, self.env, self.namespaces)
+        if not self.budget.folding:
+            self.adopted.update(name for name in node.input if name in self.held)
+        for name, value in outputs.items():
+            if is_folded_result(node, value, inputs):
+                self.held[name] = value.nbytes
+                self.budget.hold(value.nbytes)
+            if isinstance(value, np.ndarray):
+                value = _read_only(value)
+            self.env[name] = value
+            self.producer[name] = (node, index)
+
+    def _drop(self, name: str) -> None:
+        """No node reads ``name`` any more: the import lets it go."""
+        self.env.pop(name, None)
+        if name in self.held and name not in self.adopted:
+            self.budget.release(self.held.pop(name))
+
+    def _outputs(self, graph) -> list:
+        outputs = []
+        for info in graph.output:
+            if info.name not in self.env:
+                raise OnnxModelError(f"graph output {info.name!r} is produced by no node")
+            value = self.env[info.name]
+            declared = info.type.tensor_type.elem_type if info.type.HasField("tensor_type") \
+                else 0
+            if declared:
+                want = onnx_dtype(declared, f"graph output {info.name!r}")
+                if want != value.dtype:
+                    node, index = self.producer.get(info.name, (None, None))
+                    by = f" by {describe(node, index)}" if node is not None else ""
+                    raise OnnxModelError(f"graph output {info.name!r} is declared {want}, but "
+                                         f"the value computed{by} is {value.dtype}")
+            outputs.append(value if not isinstance(value, np.ndarray)
+                           else self.namespaces.graph.const(value))
+        return outputs
 
 
 def _conv_with_folded_weights(conv, bn, w, b, env):
@@ -139,47 +235,6 @@ def _read_only(array: np.ndarray) -> np.ndarray:
         array = np.ascontiguousarray(array).reshape(np.shape(array))
     array.flags.writeable = False
     return array
-
-
-def _convert(node, opset: int, env: dict) -> None:
-    if node.domain not in DEFAULT_DOMAINS:
-        raise OnnxUnsupported(f"{describe(node)}: operators of domain {node.domain!r} are not "
-                              "supported (only the default ONNX domain)")
-    spec = CONVERTERS.get(node.op_type)
-    if spec is None:
-        raise OnnxUnsupported(f"{describe(node)}: operator {node.op_type} is not supported "
-                              f"(graphc imports {len(CONVERTERS)} operators; see "
-                              "graphc.onnx.supported_operators())")
-    if opset < spec.min_opset:
-        raise OnnxUnsupported(f"{describe(node)}: {node.op_type} is supported from opset "
-                              f"{spec.min_opset}; the model uses opset {opset}")
-    attrs = {}
-    for attribute in node.attribute:
-        if attribute.name not in spec.attrs:
-            raise OnnxUnsupported(f"{describe(node)}: attribute {attribute.name!r} is not "
-                                  f"supported (known: {sorted(spec.attrs)})")
-        attrs[attribute.name] = attribute_value(attribute, describe(node))
-    inputs = []
-    for name in node.input:
-        if not name:
-            inputs.append(None)
-        elif name not in env:
-            raise OnnxModelError(f"{describe(node)}: input {name!r} is not produced by any "
-                                 "earlier node, initializer or graph input (are the nodes "
-                                 "topologically sorted?)")
-        else:
-            inputs.append(env[name])
-    ctx = NodeContext(node, opset, inputs, attrs, spec)
-    result = spec.fn(ctx)
-    results = list(result) if isinstance(result, (tuple, list)) else [result]
-    wanted = [(i, name) for i, name in enumerate(node.output) if name]
-    for i, name in wanted:
-        if i >= len(results) or results[i] is None:
-            raise OnnxUnsupported(f"{describe(node)}: output {i} ({name!r}) is not supported")
-        value = results[i]
-        if isinstance(value, np.ndarray):
-            value = _read_only(value)
-        env[name] = value
 
 
 def missing_shapes(model, given: Optional[Mapping] = None) -> list[str]:

@@ -22,24 +22,35 @@ from typing import Mapping, Optional
 import numpy as np
 
 from ..type.errors import InputError
-from .errors import NeedsInputValue
+from .errors import NeedsInputValue, OnnxModelError
 from .importer import declared_shape, graph_inputs, import_graph, missing_shapes
+from .limits import ImportLimits, size_text
 
 
 class OnnxGraph:
-    """An ONNX model as graphc graphs: ``run(**{input_name: array})`` returns the
-    ONNX outputs in order (a list)."""
+    """An ONNX model as graphc graphs: ``run({input_name: array})`` (or keywords,
+    where the names are identifiers) returns the ONNX outputs in order (a list).
+
+    ``limits`` bounds what importing may allocate
+    (:class:`~graphc.onnx.limits.ImportLimits`; ``graphc.onnx.load`` builds it
+    from ``fold_limit_bytes`` and ``value_limit_bytes``).
+    """
 
     def __init__(self, model, input_shapes: Optional[Mapping[str, tuple]] = None, *,
                  device: str = "cpu", plan: str = "offsets", optimise=True,
-                 copy_outputs: bool = True, check: bool = False, fold_batchnorm: bool = True):
+                 copy_outputs: bool = True, check: bool = False, fold_batchnorm: bool = True,
+                 limits: Optional[ImportLimits] = None):
         if device not in ("cpu",):
             raise ValueError(f"onnx.load: unknown device {device!r}; graphc has the 'cpu' "
                              "engine")
         self.model = model
+        self.limits = limits or ImportLimits()
         self.input_names = [v.name for v in graph_inputs(model.graph)]
         self.output_names = [v.name for v in model.graph.output]
-        self._given = {k: tuple(v) for k, v in (input_shapes or {}).items()}
+        if input_shapes is not None and not isinstance(input_shapes, Mapping):
+            raise InputError(f"onnx.load: input_shapes must map input names to shapes, got "
+                             f"{type(input_shapes).__name__}")
+        self._given = {k: _shape_given(k, v) for k, v in (input_shapes or {}).items()}
         self._declared = {v.name: declared_shape(v) for v in graph_inputs(model.graph)}
         unknown = set(self._given) - set(self.input_names)
         if unknown:
@@ -70,15 +81,22 @@ class OnnxGraph:
                 return self._compiled[key]
             try:
                 variables, outputs = import_graph(self.model, shapes, self._fold_batchnorm,
-                                                  values)
+                                                  values, self.limits)
             except NeedsInputValue as exc:
                 if feeds is None or exc.input_name in self._value_inputs:
                     raise
                 self._value_inputs.add(exc.input_name)
                 continue
-            self._compiled[key] = compile_graph(inputs=variables, outputs=outputs,
-                                                **self._options)
-            return self._compiled[key]
+            try:
+                compiled = compile_graph(inputs=variables, outputs=outputs, **self._options)
+            except MemoryError as exc:
+                # each value is within value_limit_bytes, but not all of them together
+                most = size_text(self.limits.value_limit_bytes)
+                raise OnnxModelError(f"onnx.load: the model's graph does not fit in memory "
+                                     f"(each value is at most value_limit_bytes={most}): "
+                                     f"{exc}") from exc
+            self._compiled[key] = compiled
+            return compiled
 
     def _shape_for(self, name: str, value) -> tuple:
         """The shape input ``name`` compiles with: the given or declared one, with
@@ -111,6 +129,10 @@ class OnnxGraph:
     def run(self, feeds: Optional[Mapping] = None, /, **kwargs) -> list:
         """Run on ``{input_name: array}`` (a mapping, keywords, or both); returns
         the outputs in the model's order."""
+        if feeds is not None and not isinstance(feeds, Mapping):
+            raise InputError(f"onnx run: pass the inputs as a dict {{input name: array}} "
+                             f"(the model's inputs are {self.input_names}), got "
+                             f"{type(feeds).__name__}")
         feeds = {**(feeds or {}), **kwargs}
         missing = [n for n in self.input_names if n not in feeds]
         if missing:
@@ -128,3 +150,17 @@ class OnnxGraph:
     def __repr__(self) -> str:
         return (f"OnnxGraph(inputs={self.input_names}, outputs={self.output_names}, "
                 f"compiled for {len(self._compiled)} shape set(s))")
+
+
+def _shape_given(name: str, shape) -> tuple:
+    """A shape of ``input_shapes`` as a tuple of non-negative ints, or an error
+    naming the input."""
+    try:
+        dims = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise InputError(f"onnx.load: input_shapes[{name!r}] must be a sequence of ints, got "
+                         f"{shape!r}") from None
+    if any(d < 0 for d in dims):
+        raise InputError(f"onnx.load: input_shapes[{name!r}] = {dims} has a negative "
+                         "dimension")
+    return dims

@@ -236,7 +236,7 @@ def _target_dtype(ctx, to):
             to = onnx.TensorProto.DataType.Value(to.upper())
         except ValueError:
             raise ctx.invalid(f"attribute to={to!r} is not an ONNX data type") from None
-    return onnx_dtype(int(to), f"{ctx.node.op_type} node {ctx.node.name!r} (to={to})")
+    return onnx_dtype(int(to), f"{ctx.describe()}: attribute to={to}")
 
 
 @converter("Cast", attrs={"to": REQUIRED, "saturate": 1, "round_mode": "up"})

@@ -257,17 +257,32 @@ def prelu(ctx):
 @converter("Clip", attrs={"min": None, "max": None, **LEGACY})
 def clip(ctx):
     """``x`` limited to [min, max] (attributes before opset 11, optional scalar inputs
-    after); where min > max every element becomes max."""
+    after); where min > max every element becomes max. A NaN bound limits nothing,
+    as in onnxruntime (NumPy's maximum would spread the NaN)."""
     ns, x = ctx.ns, ctx.input(0)
     if ctx.opset < 11:
         low, high = ctx.attr("min"), ctx.attr("max")
-        return ns.copy(x) if low is None and high is None else ns.clip(x, low, high)
-    low, high = ctx.input(1, optional=True), ctx.input(2, optional=True)
-    for i, bound in ((1, low), (2, high)):
-        if bound is not None and ctx.shape(i) not in ((), (1,)):
-            raise ctx.invalid(f"input {i} must be a scalar, got shape {ctx.shape(i)}")
+        low, high = (None if b is None else np.asarray(b, ctx.dtype(0)) for b in (low, high))
+    else:
+        low, high = ctx.input(1, optional=True), ctx.input(2, optional=True)
+        for i, bound in ((1, low), (2, high)):
+            if bound is not None and ctx.shape(i) not in ((), (1,)):
+                raise ctx.invalid(f"input {i} must be a scalar, got shape {ctx.shape(i)}")
     if low is None and high is None:
         return ns.copy(x)
     if low is not None:
-        x = ns.maximum(x, ns.reshape(low, ()))
-    return x if high is None else ns.minimum(x, ns.reshape(high, ()))
+        x = _limit(ns, x, low, ns.maximum, ns.less)
+    return x if high is None else _limit(ns, x, high, ns.minimum, ns.greater)
+
+
+def _limit(ns, x, bound, keep, past):
+    """``x`` with the elements ``past`` the (one-element) bound replaced by it; a known
+    bound that is not NaN is one ``keep`` (maximum or minimum), a NaN one changes
+    nothing."""
+    if isinstance(bound, np.ndarray):
+        bound = bound.reshape(())
+        if bound.dtype.kind in "fc" and np.isnan(bound):
+            return x
+        return keep(x, bound)
+    bound = ns.reshape(bound, ())
+    return ns.where(past(x, bound), bound, x)

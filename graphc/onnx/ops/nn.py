@@ -103,6 +103,7 @@ def layer_normalization(ctx):
     x = _float_input(ctx)
     ns, shape, dtype = ctx.ns, ctx.shape(0), ctx.dtype(0)
     axis = _axis(ctx, ctx.attr("axis"), len(shape))
+    _check_scales(ctx, shape[axis:], (1, 2))
     # the statistics are computed in the stash type, the scaling in the input's
     axes = tuple(range(axis, len(shape)))
     wide = _as(ctx, x, _stash(ctx))
@@ -115,6 +116,21 @@ def layer_normalization(ctx):
     if ctx.has_input(2):
         y = ns.add(y, ctx.input(2))
     return y, mean, inv_std
+
+
+def _check_scales(ctx, normalized: tuple, inputs) -> None:
+    """The scale (and bias) inputs must broadcast to the normalized shape without
+    growing it (unidirectional broadcasting, as onnxruntime checks)."""
+    for i in inputs:
+        if not ctx.has_input(i):
+            continue
+        try:
+            fits = np.broadcast_shapes(ctx.shape(i), normalized) == tuple(normalized)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ctx.invalid(f"input {i} of shape {ctx.shape(i)} must broadcast to the "
+                              f"normalized shape {tuple(normalized)}")
 
 
 def _stash(ctx):
@@ -130,6 +146,7 @@ def rms_normalization(ctx):
     x = _float_input(ctx)
     ns, shape, dtype = ctx.ns, ctx.shape(0), ctx.dtype(0)
     axes = tuple(range(_axis(ctx, ctx.attr("axis"), len(shape)), len(shape)))
+    _check_scales(ctx, shape[axes[0]:] if axes else (), (1,))
     wide = _as(ctx, x, _stash(ctx))
     mean_square = ns.mean(ns.square(wide), axis=axes, keepdims=True)
     rms = ns.sqrt(ns.add(mean_square, float(ctx.attr("epsilon"))))
@@ -251,11 +268,13 @@ def gemm(ctx):
     c = ctx.input(2, optional=True)
     if c is not None and beta != 0.0:
         out = (a.shape[0], b.shape[1])
-        try:
-            np.broadcast_shapes(ctx.shape(2), out)
+        try:  # unidirectional: C takes the result's shape, never grows it
+            fits = np.broadcast_shapes(ctx.shape(2), out) == out
         except ValueError:
+            fits = False
+        if not fits:
             raise ctx.invalid(f"C of shape {ctx.shape(2)} does not broadcast to the result "
-                              f"{out}") from None
+                              f"{out}")
         if beta != 1.0:
             c = _as(ctx, ns.multiply(c, beta), dtype)
         y = ns.add(y, c)

@@ -121,6 +121,7 @@ def conv_transpose(ctx):
                           f"strides {strides}, output_padding {list(extra)})")
     if any(f - b - e < 1 for f, (b, e) in zip(full, inner)):
         # the pads crop every computed cell: only output_padding's zeros remain
+        ctx.reserve((xs[0], ws[1] * group) + out, ctx.dtype(0), "ConvTranspose's output")
         zeros = ctx.lift(np.zeros((xs[0], ws[1] * group) + out, ctx.dtype(0)))
         return _bias(ctx, zeros, ws[1] * group, rank)
     y = _conv_transpose(ctx.ns, x, w, strides, inner, dilations, group)

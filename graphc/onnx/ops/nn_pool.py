@@ -48,6 +48,8 @@ def _geometry(ctx):
     if min(out) < 1:
         raise ctx.invalid(f"the window {kernel} (dilations {dilations}) is larger than the "
                           f"padded input: input shape {shape}, pads {pads}")
+    # the output's size (and that of the index grids as large) before any is made
+    ctx.reserve(shape[:2] + out, np.int64, "the pooled output")
     return x, kernel, strides, dilations, pads, out
 
 

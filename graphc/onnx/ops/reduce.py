@@ -211,8 +211,9 @@ def top_k(ctx):
         if ctx.has_attr("k"):
             raise ctx.invalid("from opset 10 k is the second input, not an attribute")
         k_value = ctx.constant(1)
-        if k_value.size != 1 or k_value.dtype.kind not in "iu":
-            raise ctx.invalid(f"input 1 (k) must hold one integer, got {k_value!r}")
+        if k_value.shape != (1,) or k_value.dtype.kind not in "iu":
+            raise ctx.invalid(f"input 1 (k) must be a 1-D tensor of one integer, got "
+                              f"{k_value!r}")
         k = int(k_value.reshape(-1)[0])
     if ctx.opset < 11 and (ctx.has_attr("largest") or ctx.has_attr("sorted")):
         raise ctx.invalid(f"'largest' and 'sorted' exist only from opset 11 (the model's "
@@ -230,6 +231,7 @@ def top_k(ctx):
     last = ns.moveaxis(x, axis, -1)
     mine, other = ns.expand_dims(last, -1), ns.expand_dims(last, -2)
     better = (ns.greater if ctx.attr("largest") else ns.less)(other, mine)
+    ctx.reserve((n, n), np.bool_, "TopK's comparisons")
     earlier = np.tri(n, n, -1, dtype=bool)  # [i, j]: j < i
     before = ns.logical_or(better, ns.logical_and(ns.equal(other, mine), earlier))
     position = ns.sum(ns.astype(before, np.int64), -1)

@@ -7,6 +7,8 @@ graphc graphs have static shapes, so every shape-like input (Reshape's shape,
 Slice's starts, Pad's pads, ...) must be known while importing
 (``ctx.constant``), and Shape/Size of a graph value are NumPy constants: the
 usual ``Shape -> Gather -> Concat -> Reshape`` chains then fold at import.
+Every size such an input asks for is measured before anything is allocated
+(``ctx.reserve``; the namespaces measure their own results).
 
 >>> import numpy as np
 >>> from graphc.onnx.context import NodeContext
@@ -34,6 +36,8 @@ def _ints(ctx, i, optional=False):
         return None
     if value.dtype.kind not in "iu":
         raise ctx.invalid(f"input {i} must be an integer tensor, got {value.dtype}")
+    if value.ndim > 1:
+        raise ctx.invalid(f"input {i} must be a 1-D list of integers, got shape {value.shape}")
     return [int(v) for v in np.ravel(value)]
 
 
@@ -101,7 +105,8 @@ def constant_of_shape(ctx):
     value = np.zeros(1, np.float32) if value is None else np.asarray(value)
     if value.size != 1:
         raise ctx.invalid(f"attribute 'value' must hold one element, got shape {value.shape}")
-    return np.full(tuple(shape), value.reshape(()), dtype=value.dtype)
+    # a fill: folded when small, a graph operation (computed at run time) when large
+    return ctx.ns.full(tuple(shape), value.reshape(()), dtype=value.dtype)
 
 
 @converter("Identity")
@@ -129,17 +134,23 @@ def eye_like(ctx):
         raise ctx.invalid(f"the input must be 2-D, got shape {shape}")
     dtype = ctx.dtype(0) if ctx.attr("dtype") is None else onnx_dtype(ctx.attr("dtype"),
                                                                         "attribute 'dtype'")
+    ctx.reserve_import_only(shape, dtype, "EyeLike's identity")
     return np.eye(shape[0], shape[1], int(ctx.attr("k")), dtype=dtype)
 
 
 @converter("Range")
 def range_(ctx):
     start, limit, delta = (ctx.constant(i) for i in range(3))
+    shapes = [v.shape for v in (start, limit, delta)]
+    if any(shapes):
+        raise ctx.invalid(f"start, limit and delta must be scalars, got shapes {shapes}")
     dtype = start.dtype
     start, limit, delta = (v.reshape(()).item() for v in (start, limit, delta))
     if delta == 0:
         raise ctx.invalid("delta must not be zero")
     count = max(math.ceil((limit - start) / delta), 0)
+    # np.arange's values, scaled, then cast: two 8-byte arrays of count at most
+    ctx.reserve_import_only((2, count), np.float64, "Range's values")
     return (start + np.arange(count) * delta).astype(dtype)
 
 
@@ -209,6 +220,8 @@ def unsqueeze(ctx):
 def transpose(ctx):
     rank = len(ctx.shape(0))
     perm = ctx.attr("perm")
+    if perm is not None and any(not 0 <= int(p) < rank for p in perm):
+        raise ctx.invalid(f"perm {list(perm)} must list the axes 0 to {rank - 1}")
     perm = list(reversed(range(rank))) if perm is None else _axes(ctx, perm, rank, "perm")
     if len(perm) != rank:
         raise ctx.invalid(f"perm {perm} must list each of the {rank} axes once")
@@ -401,6 +414,8 @@ def pad(ctx):
     widths = [(0, 0)] * rank
     for i, a in enumerate(axes):
         widths[a] = (pads[i], pads[i + len(axes)])
+    if any(d + lo + hi < 0 for d, (lo, hi) in zip(dims, widths)):
+        raise ctx.invalid(f"pads {pads} crop more than the input's shape {dims} holds")
     if mode != "constant" and mode not in _NUMPY_PAD_MODES:
         raise ctx.invalid(f"mode must be constant, reflect, edge or wrap, got {mode!r}")
     # negative pads crop first
@@ -412,6 +427,8 @@ def pad(ctx):
     widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
     if mode == "constant":
         if not isinstance(value, (int, float, bool, complex)):  # a graph value: pad, then fill
+            ctx.reserve([d + lo + hi for d, (lo, hi) in zip(np.shape(x), widths)], np.bool_,
+                        "Pad's mask")
             inside = np.pad(np.ones(np.shape(x), bool), widths)
             value = ns.astype(ns.reshape(value, ()), ctx.dtype(0))
             return ns.where(inside, ns.pad(x, widths), value)
@@ -423,6 +440,7 @@ def pad(ctx):
             if size == 0 or (mode == "reflect" and size == 1):
                 raise ctx.invalid(f"{mode} padding of axis {a} needs more than "
                                   f"{size} element(s)")
+            ctx.reserve((size + lo + hi,), np.int64, f"Pad's indices along axis {a}")
             index = np.pad(np.arange(size), (lo, hi), mode=_NUMPY_PAD_MODES[mode])
             x = ns.take(x, index, axis=a)
     return x
@@ -464,6 +482,7 @@ def trilu(ctx):
         raise ctx.invalid(f"k must be a scalar, got shape {np.shape(k)}")
     else:  # k moves no shape, so it may be computed in the graph
         k = ns.reshape(k, ())
+    ctx.reserve(dims[-2:], np.int64, "Trilu's diagonals")
     diagonal = np.arange(dims[-1])[None, :] - np.arange(dims[-2])[:, None]
     keep = ns.greater_equal(diagonal, k) if ctx.attr("upper") else ns.less_equal(diagonal, k)
     return ns.where(keep, x, np.zeros((), ctx.dtype(0)))
@@ -474,9 +493,11 @@ def one_hot(ctx):
     indices, rank = ctx.input(0), len(ctx.shape(0))
     depth = _scalar(ctx, 1)
     values = ctx.constant(2)
-    if values.size != 2:
+    if values.shape != (2,):
         raise ctx.invalid(f"values must be [off_value, on_value], got shape {values.shape}")
     depth = int(depth)
+    if depth < 1:
+        raise ctx.invalid(f"depth must be positive, got {depth}")
     axis = ctx.attr("axis")
     if not -rank - 1 <= axis <= rank:
         raise ctx.invalid(f"axis {axis} is out of range for an output of rank {rank + 1}")
@@ -485,6 +506,7 @@ def one_hot(ctx):
     # the spec casts indices to int64 (a float truncates, as in onnxruntime >= 1.32);
     # negative in-range indices count from the end, out-of-range ones match nothing
     kind = np.int64
+    ctx.reserve((depth,), kind, "OneHot's classes")
     indices = ns.astype(indices, kind)
     indices = ns.where(ns.less(indices, 0), ns.add(indices, np.asarray(depth, kind)), indices)
     targets = np.arange(depth, dtype=kind).reshape((depth,) + (1,) * (rank - axis))
@@ -509,6 +531,7 @@ def dropout(ctx):
     if ctx.n_outputs < 2:
         return x
     mask_dtype = np.bool_ if ctx.opset >= 10 else ctx.dtype(0)
+    ctx.reserve(dims, mask_dtype, "Dropout's mask")
     return x, np.ones(dims, dtype=mask_dtype)
 
 

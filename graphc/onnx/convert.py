@@ -1,0 +1,126 @@
+"""One ONNX node through its converter, as untrusted input.
+
+``convert_node`` reads the node's attributes and inputs, checks their element
+types against the operator's schema (:mod:`graphc.onnx.typecheck`), and runs
+the converter: first folding (computing at once) when every input is known,
+and again as graph operations, computed at run time, when the folded value
+would pass the fold budget (:mod:`graphc.onnx.limits`). Whatever goes wrong
+because of the node's content comes out as ``OnnxModelError`` or
+``OnnxUnsupported`` naming the node (op type, name, index), chained from the
+original error.
+
+>>> import numpy as np, onnx.helper as h
+>>> from graphc.onnx.context import Namespaces
+>>> from graphc.onnx.limits import ImportBudget, ImportLimits
+>>> env = {"x": np.array([-1.0, 2.0])}
+>>> node = h.make_node("Relu", ["x"], ["y"])
+>>> outputs = convert_node(node, 0, 17, env, Namespaces(ImportBudget(ImportLimits())))
+>>> outputs["y"]
+array([0., 2.])
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from . import ops  # noqa: F401  (fills CONVERTERS)
+from .context import Namespaces, NodeContext
+from .errors import NeedsInputValue, OnnxError, OnnxModelError, OnnxUnsupported, describe
+from .limits import FoldTooLarge
+from .registry import CONVERTERS
+from .tensors import attribute_value
+from .typecheck import problem
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+#: attributes that are 0/1 switches wherever they appear; onnxruntime reads some as
+#: ``!= 0`` and others as ``== 1``, so any other value is refused rather than guessed
+FLAGS = frozenset({"keepdims", "noop_with_empty_axes", "select_last_index", "exclusive",
+                   "reverse", "largest", "sorted", "allowzero", "upper", "transA", "transB",
+                   "ceil_mode", "count_include_pad", "fmod", "detect_negative",
+                   "detect_positive", "training_mode", "is_test", "spatial", "broadcast"})
+
+# graphc's own errors end with the line of the caller that built the value; in an
+# import that line is the caller's load(), which says nothing about the model
+_LOCATION = re.compile(r" \(at [^()]*\)$")
+
+
+def convert_node(node, index: int, opset: int, env: dict, namespaces: Namespaces) -> dict:
+    """``{output name: value}`` of ``node`` (the ``index``-th of its graph), its
+    inputs read from ``env``; any error names the node."""
+    where = describe(node, index)
+    try:
+        return _convert(node, index, opset, env, namespaces, where)
+    except NeedsInputValue:
+        raise
+    except OnnxError as exc:
+        if str(exc).startswith(where):
+            raise
+        raise type(exc)(f"{where}: {message_of(exc)}") from exc
+    except Exception as exc:  # a model's content reached NumPy or graphc's own checks
+        raise OnnxModelError(f"{where}: {type(exc).__name__}: {message_of(exc)}") from exc
+
+
+def message_of(exc: BaseException) -> str:
+    """``exc``'s message without the caller's location graphc appends to it."""
+    return _LOCATION.sub("", str(exc))
+
+
+def _convert(node, index, opset, env, namespaces, where) -> dict:
+    if node.domain not in DEFAULT_DOMAINS:
+        raise OnnxUnsupported(f"{where}: operators of domain {node.domain!r} are not "
+                              "supported (only the default ONNX domain)")
+    spec = CONVERTERS.get(node.op_type)
+    if spec is None:
+        raise OnnxUnsupported(f"{where}: operator {node.op_type} is not supported "
+                              f"(graphc imports {len(CONVERTERS)} operators; see "
+                              "graphc.onnx.supported_operators())")
+    if opset < spec.min_opset:
+        raise OnnxUnsupported(f"{where}: {node.op_type} is supported from opset "
+                              f"{spec.min_opset}; the model uses opset {opset}")
+    attrs = {}
+    for attribute in node.attribute:
+        if attribute.name not in spec.attrs:
+            raise OnnxUnsupported(f"{where}: attribute {attribute.name!r} is not "
+                                  f"supported (known: {sorted(spec.attrs)})")
+        attrs[attribute.name] = attribute_value(attribute, where)
+        if attribute.name in FLAGS and attrs[attribute.name] not in (0, 1):
+            raise OnnxModelError(f"{where}: attribute {attribute.name!r} is a switch (0 or "
+                                 f"1), got {attrs[attribute.name]!r}")
+    inputs = []
+    for name in node.input:
+        if not name:
+            inputs.append(None)
+        elif name not in env:
+            raise OnnxModelError(f"{where}: input {name!r} is not produced by any "
+                                 "earlier node, initializer or graph input (are the nodes "
+                                 "topologically sorted?)")
+        else:
+            inputs.append(env[name])
+    wrong = problem(node, opset, inputs)
+    if wrong is not None:
+        raise OnnxModelError(f"{where}: {wrong}")
+    ctx = NodeContext(node, opset, inputs, attrs, spec, namespaces, index=index)
+    try:
+        result = spec.fn(ctx)
+    except FoldTooLarge:
+        # too large to compute now: the same node as graph operations, run later
+        ctx = NodeContext(node, opset, inputs, attrs, spec, namespaces, fold=False, index=index)
+        result = spec.fn(ctx)
+    results = list(result) if isinstance(result, (tuple, list)) else [result]
+    outputs = {}
+    for i, name in enumerate(node.output):
+        if not name:
+            continue
+        if i >= len(results) or results[i] is None:
+            raise OnnxUnsupported(f"{where}: output {i} ({name!r}) is not supported")
+        outputs[name] = results[i]
+    return outputs
+
+
+def is_folded_result(node, value, inputs) -> bool:
+    """Whether ``value``, an output of ``node``, is an array the import computed
+    (not an input passed through, nor a Constant's data read from the file)."""
+    return (isinstance(value, np.ndarray) and node.op_type != "Constant"
+            and not any(value is x for x in inputs))
