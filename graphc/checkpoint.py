@@ -36,6 +36,7 @@ import os
 import re
 import secrets
 import stat
+import struct
 import tokenize
 import zipfile
 import zlib
@@ -46,12 +47,13 @@ import numpy as np
 
 from .engine.interrupts import held_interrupts
 from .graph import save as save_graph
+from .graph.serialize import CHECKPOINT_PREFIX
 from .type.errors import GraphcError, GraphError, InputError
 
 FORMAT, VERSION = "graphc-values", 1
 #: every member of a checkpoint starts with this: a graph file that also holds
 #: values keeps them beside the graph's own members, which never do
-MEMBER_PREFIX = "checkpoint_"
+MEMBER_PREFIX = CHECKPOINT_PREFIX     # the graph loader skips these members unread
 _DESCRIPTION = MEMBER_PREFIX + "json"
 _VALUE = MEMBER_PREFIX + "value_{}"
 #: the description takes a few dozen bytes per variable: anything bigger is not one
@@ -62,8 +64,8 @@ DEFAULT_MAX_BYTES = 4 << 30
 GRAPH_RANDOM = "graph"
 #: what reading a damaged zip archive or ``.npy`` header can raise
 _DAMAGED = (OSError, ValueError, TypeError, KeyError, IndexError, EOFError, SyntaxError,
-            OverflowError, RuntimeError, RecursionError, UnicodeError, zipfile.BadZipFile,
-            zlib.error, tokenize.TokenError)
+            OverflowError, RuntimeError, RecursionError, UnicodeError, struct.error,
+            zipfile.BadZipFile, zlib.error, tokenize.TokenError)
 #: dtypes a variable may have, written as NumPy's ``dtype.str`` (``<f4``, ``|b1``)
 _DTYPE_TEXT = re.compile(r"[<>|=][biufc][0-9]{1,2}")
 _MAX_META, _MAX_TEXT = 64, 4096
@@ -149,7 +151,7 @@ def _pcg64(state, what: str) -> dict:
 def random_state(executable) -> dict:
     """The state of a compiled graph's random generator (see :func:`generator_state`).
     Example: ``state = random_state(g)``"""
-    with executable._lock:
+    with executable.lock:
         return generator_state(executable.program.ctx.rng)
 
 
@@ -157,7 +159,7 @@ def set_random_state(executable, state: Mapping) -> None:
     """Put a compiled graph's random generator in ``state``: its next runs draw
     what they drew after :func:`random_state` gave it. Example: ``set_random_state(g, state)``"""
     checked = _pcg64(state, "set_random_state")
-    with executable._lock:
+    with executable.lock:
         executable.program.ctx.rng.bit_generator.state = checked
 
 
@@ -193,8 +195,11 @@ def write_checkpoint(path, checkpoint: Checkpoint, *, graph=None,
 
 
 def _write_array(archive: zipfile.ZipFile, key: str, array: np.ndarray) -> None:
-    """One ``.npy`` member, as ``np.savez`` writes it."""
-    with archive.open(key + ".npy", "w", force_zip64=True) as member:
+    """One ``.npy`` member, as ``np.savez`` writes it but dated 1980-01-01: the same
+    values always give the same bytes (a checkpoint's hash says what it holds)."""
+    info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+    info.external_attr = 0o600 << 16          # what ZipFile.open gives a new member
+    with archive.open(info, "w", force_zip64=True) as member:
         np.lib.format.write_array(member, array, allow_pickle=False)
 
 
@@ -403,7 +408,7 @@ def _wanted(entries, unset, expected, strict, path, what):
         unknown = sorted(saved - set(expected))
         missing = sorted(set(expected) - saved)
         if unknown or missing:
-            parts = ([f"holds {_some(unknown)} that the graph does not have"] if unknown else []) \
+            parts = ([f"holds {_some(unknown)} that are not expected"] if unknown else []) \
                 + ([f"lacks {_some(missing)}"] if missing else [])
             raise InputError(f"{what}: {path} {' and '.join(parts)}; pass strict=False to load "
                              "the variables both have")
@@ -501,7 +506,7 @@ def snapshot(executable, names: Optional[Sequence[str]] = None) -> Checkpoint:
     generator's state, taken together: no run of the graph from another thread
     falls between them. Example: ``checkpoint = snapshot(g)``"""
     variables = _variables(executable, names, "save_values")
-    with executable._lock:
+    with executable.lock:
         has_value = set(executable._has_value)
         values = {n: executable.value(n) for n in variables if n in has_value}
         random = {GRAPH_RANDOM: generator_state(executable.program.ctx.rng)}
@@ -515,7 +520,7 @@ def restore(executable, checkpoint: Checkpoint) -> None:
     lists as unset keep their values. Example: ``restore(g, read_checkpoint(path))``"""
     state = checkpoint.random.get(GRAPH_RANDOM)
     generator = None if state is None else _pcg64(state, "load_values")
-    with executable._lock, held_interrupts():
+    with executable.lock, held_interrupts():
         executable.assign(**checkpoint.values)
         if generator is not None:
             executable.program.ctx.rng.bit_generator.state = generator
@@ -544,7 +549,8 @@ def load_values(executable, path, *, strict: bool = True,
 def save(executable, path, *, values: bool = False) -> None:
     """Write the graph as written (``executable.source``) to ``path``, atomically;
     with ``values=True`` the file also holds a checkpoint of every variable
-    (:func:`snapshot`), which ``graphc.load`` restores. Example: ``save(g, "g.npz", values=True)``"""
+    (:func:`snapshot`), which ``graphc.load`` restores.
+    Example: ``save(g, "g.npz", values=True)``"""
     if values:
         write_checkpoint(path, snapshot(executable), graph=executable.source,
                          single_output=executable._single)

@@ -28,12 +28,12 @@ from .engine.liveness import analyse, first_variable_write
 from .engine.planners import make_plan
 from .engine.schedules import SCHEDULES, make_runner, worker_count
 from .graph import Graph, to_dot
-from .graph import save as save_graph
 from .graph.stats import structure_stats
 from .optimiser.passes import optimise as run_passes
 from .optimiser.passes import select_passes
 from .symbol.node import Node
 from .type.errors import CommitError, DeviceError, InputError
+from .type.kinds import KINDS
 
 
 def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = (),
@@ -49,7 +49,9 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     ``"offsets"`` (one arena, greedy by size). ``optimise`` is ``True`` (the
     default pipeline), ``False`` (none) or a list of pass names (see
     ``graphc.optimiser.PIPELINE``); ``fast_math=True`` adds rewrites that may
-    change results for inf and NaN (``x * 0 -> 0``). ``pinned`` names inputs
+    change result bits (for inf and NaN: ``x * 0 -> 0``; signed zeros: ``x + 0.0
+    -> x``; a division by a multiply by a reciprocal; a convolution gradient's
+    summation order); by default every rewrite gives NumPy's bits. ``pinned`` names inputs
     (or passes their variables) that rarely change: values computed only from
     them keep their memory, so runs that leave them out skip recomputing them.
     ``seed`` seeds the random ops. With ``copy_outputs=False`` ``run`` returns
@@ -175,6 +177,8 @@ class Executable:
         self._rollback: dict[str, np.ndarray] = {}
         self._runner_thread = None         # the thread that ran a copy_outputs=False graph
         self._warned_sharing = False
+        # runs that draw random numbers put the generator back when they fail
+        self._draws = any(KINDS[n.op.kind].family == "random" for n in live.steps)
         self._torn: set[str] = set()     # variables a failed commit may have half-written
         # runs of one graph are serialised: they share its memory and its variables
         self._lock = threading.RLock()
@@ -371,6 +375,7 @@ class Executable:
         fail but a bug (:class:`~graphc.CommitError`). Returns the results and
         the floating-point conditions of the commit, to report."""
         had_value, assigned = set(self._has_value), set(self._assigned)
+        draws = self.program.ctx.draws if self._draws else None
         schedule, conditions = self._schedule, DeferredFloatErrors()
         fed = False
         try:
@@ -391,6 +396,8 @@ class Executable:
             schedule.invalidate()
             if fed:
                 self._restore_fed(checked, had_value, assigned)
+            if draws is not None:
+                self.program.ctx.draws = draws    # the retried run draws the same numbers
             raise
         try:
             self._runner(steps[split:], kernels[split:], conditions.recording)
@@ -571,7 +578,8 @@ class Executable:
         """Save the graph as written (not its plan or optimisations) to ``path``
         (``.npz``), atomically; ``graphc.load`` compiles it again. With
         ``values=True`` the file also holds every variable's value and the random
-        generator's state, which ``graphc.load`` restores."""
+        generator's state, which ``graphc.load`` restores (the generator goes on
+        where it was; ``seed`` restarts it). Example: ``g.save("model.npz", values=True)``"""
         from .checkpoint import save
 
         save(self, path, values=values)
@@ -595,12 +603,20 @@ def _graph_size(graph, strategy) -> dict:
             "lower_bound_bytes": live.lower_bound_bytes()}
 
 
-def load(path, **options) -> Executable:
+def load(path, max_bytes=None, **options) -> Executable:
     """Load a graph saved with ``Executable.save`` and compile it again
-    (``options`` as for :func:`compile`). Example: ``g = graphc.load("model.npz")``"""
+    (``options`` as for :func:`compile`), with the variables' values and the
+    random generator's state if it was saved with ``values=True``. The file is untrusted: anything wrong in
+    it raises ``GraphError``, and a graph whose constants or values together take
+    more than ``max_bytes`` (default 4 GiB) is refused before it is allocated.
+    Example: ``g = graphc.load("model.npz", max_bytes=16 << 30)``"""
     from .graph.serialize import load as load_graph
     from .operator.lazy import Tensor
 
-    graph = load_graph(path, node_class=Tensor)
+    from .checkpoint import load_saved_values
+
+    graph = load_graph(path, node_class=Tensor, max_bytes=max_bytes)
     outputs = graph.outputs[0] if graph.single_output else graph.outputs
-    return compile(graph.inputs, outputs, dict(graph.updates), **options)
+    executable = compile(graph.inputs, outputs, dict(graph.updates), **options)
+    load_saved_values(executable, path)     # a file saved with values=True: nothing otherwise
+    return executable

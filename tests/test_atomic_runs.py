@@ -139,6 +139,17 @@ def test_a_failing_delay_changes_no_variable_and_costs_what_stats_says():
     assert h.stats()["updates_into_variables"] == 1 and h.stats()["updates_held_back"] == 0
 
 
+def test_a_failed_run_leaves_the_random_draws_of_the_next_run_unchanged():
+    x, idx = N.var("x", (6,)), N.var("idx", (2,), np.int64)
+    noisy = x + N.random.normal(size=(6,))
+    g = graphc.compile([x, idx], N.take(noisy, idx), seed=5)
+    fresh = graphc.compile([x, idx], N.take(noisy, idx), seed=5)
+    feeds = dict(x=np.zeros(6, np.float32), idx=np.array([0, 5]))
+    with pytest.raises(IndexError):
+        g.run(x=feeds["x"], idx=np.array([0, 6]))
+    np.testing.assert_array_equal(g.run(**feeds), fresh.run(**feeds))
+
+
 # -- faults at every step -------------------------------------------------------
 def _kernel_slots(g):
     """Setters replacing kernel ``i`` wherever the runner of ``g`` reads it."""

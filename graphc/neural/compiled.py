@@ -15,12 +15,14 @@ Example::
                   optimiser=AdaGrad(0.005))
     for xb, yb in batches(x, y, 100):
         loss = model.train_one_batch(xb, yb)
-    model.eval()
+    model.save_checkpoint("mnist.npz")    # a fresh model, compiled alike, goes on
+    model.eval()                          # from here with model.load_checkpoint
     logits = model(x_test_batch)
 """
 from __future__ import annotations
 
 import functools
+import re
 from typing import Optional
 
 import numpy as np
@@ -28,7 +30,15 @@ import numpy as np
 from .. import eager as E
 from .. import ndarray as N
 from ..algodiff.tape import Traced as _TapeValue
+from ..checkpoint import (Checkpoint, generator_state, random_state, read_checkpoint,
+                          set_generator_state, set_random_state, write_checkpoint)
 from ..tracing import State, trace
+from ..type.errors import GraphError
+
+#: names of the generators in a model's checkpoint: graphc.eager's, and one per
+#: batch shape trained through a graph ("train:64x1x28x28:64")
+_EAGER_RANDOM = "eager"
+_TRAIN_RANDOM = re.compile(r"train:([0-9]+(?:x[0-9]+)*):([0-9]+)")
 
 
 def _plain(value):
@@ -36,11 +46,23 @@ def _plain(value):
     return value.value if isinstance(value, _TapeValue) else value
 
 
+def _eager_generator():
+    """graphc.eager's random generator (dropout without a graph), which
+    ``compile`` seeds: the model treats it as its own."""
+    return E._NS.context.rng
+
+
+def _train_key(x_shape, labels_shape) -> str:
+    """The name of the generator of the training graph for these batch shapes."""
+    return f"train:{'x'.join(map(str, x_shape))}:{'x'.join(map(str, labels_shape))}"
+
+
 class CompiledModel:
     """The ``compile`` / ``train_one_batch`` / ``__call__`` half of :class:`Model`."""
 
     training = False
     use_graph = False
+    steps = 0           # optimiser steps taken since the arrays were initialised
 
     def compile(self, inputs, is_train: bool = True, use_graph: bool = True,
                 sequential: bool = True, *, optimiser=None, params: Optional[dict] = None,
@@ -62,6 +84,7 @@ class CompiledModel:
             initial = self.init(seed) if params is None else params
             self._states = {p.name: State(np.asarray(initial[p.name], np.float32), name=p.name)
                             for p in self.specs()}
+            self.steps = 0
         if optimiser is not None:
             self.optimiser = optimiser
             trainable = {n: self._states[n].numpy() for n in self.parameter_names()}
@@ -72,12 +95,16 @@ class CompiledModel:
         options = dict(compile_options, schedule=schedule, seed=seed)
         self._train_graph = trace(functools.partial(self._train_step, N), **options)
         self._predict_graph = trace(functools.partial(self._predict, N), **options)
+        # every training graph draws from its own generator, seeded with ``seed``:
+        # the graph of each batch shape compiled so far, and states a checkpoint
+        # gave for shapes not compiled since (applied when they are)
+        self._seed, self._trained, self._pending_random = seed, {}, {}
         E.random.seed(seed)
         inputs = list(inputs)
         if use_graph and inputs:
             x = np.asarray(inputs[0], np.float32)
             if self.training and len(inputs) > 1:
-                self._train_graph.executable(x, np.asarray(inputs[1], np.int64))
+                self._track_graph(x, np.asarray(inputs[1], np.int64))
             else:
                 self._predict_graph.executable(x)
 
@@ -126,8 +153,23 @@ class CompiledModel:
         self._ready("train_one_batch")
         x, labels = np.asarray(x, np.float32), np.asarray(labels, np.int64)
         if self.use_graph:
-            return float(self._train_graph(x, labels))
-        return float(self._train_step(E, x, labels))
+            self._track_graph(x, labels)
+            loss = float(self._train_graph(x, labels))
+        else:
+            loss = float(self._train_step(E, x, labels))
+        self.steps += 1
+        return loss
+
+    def _track_graph(self, x, labels) -> None:
+        """Compile (or find) the training graph of these shapes, remember it (its
+        generator goes into checkpoints) and give it the generator state a
+        checkpoint left for it."""
+        executable = self._train_graph.executable(x, labels)
+        key = _train_key(x.shape, labels.shape)
+        self._trained[key] = executable
+        pending = self._pending_random.pop(key, None)
+        if pending is not None:
+            set_random_state(executable, pending)
 
     def __call__(self, x, labels=None):
         """SINGA's call: in training mode with ``labels``, :meth:`train_one_batch`;
@@ -152,6 +194,63 @@ class CompiledModel:
         """Copies of the optimiser's state, by variable name."""
         self._ready("optimiser_state")
         return {n: s.numpy() for n, s in self._slots.items()}
+
+    def save_checkpoint(self, path) -> None:
+        """Save what training needs to go on exactly from here: the parameters,
+        running statistics, optimiser state, step count and random generators
+        (dropout: ``graphc.eager``'s and the training graph's of each batch shape),
+        to ``path`` (``.npz``, no pickle), atomically: a crash while saving leaves
+        the previous checkpoint intact.
+
+        Example: ``model.save_checkpoint("mnist-step-1000.npz")``
+        """
+        self._ready("save_checkpoint")
+        arrays = {**self._states, **getattr(self, "_slots", {})}   # no slots: never trained
+        random = {_EAGER_RANDOM: generator_state(_eager_generator())}
+        random.update((key, random_state(g)) for key, g in self._trained.items())
+        random.update(self._pending_random)      # what those graphs draw from next
+        write_checkpoint(path, Checkpoint({n: s.numpy() for n, s in arrays.items()},
+                                          random=random,
+                                          meta={"kind": "model", "model": self.name,
+                                                "steps": self.steps}))
+
+    def load_checkpoint(self, path) -> None:
+        """Go on from a checkpoint of :meth:`save_checkpoint`: compile the model
+        as the saving one was (same optimiser and ``seed``), then load; the next
+        steps compute exactly what the saving model's next steps computed, eagerly
+        or through graphs. Everything is checked (names, shapes, dtypes, the step
+        count, the generators) before anything is set.
+
+        Example: ``model.compile([xb, yb], optimiser=Adam(1e-3)); model.load_checkpoint(path)``
+        """
+        self._ready("load_checkpoint")
+        what = f"{self.name}.load_checkpoint"
+        arrays = {**self._states, **getattr(self, "_slots", {})}
+        checkpoint = read_checkpoint(path, {n: (s.shape, s.dtype) for n, s in arrays.items()},
+                                     what=what)
+        steps = checkpoint.count("steps", what)
+        unknown = [k for k in checkpoint.random
+                   if k != _EAGER_RANDOM and not _TRAIN_RANDOM.fullmatch(k)]
+        if unknown:
+            raise GraphError(f"{what}: {path} holds generator(s) {unknown[:3]}; a model's are "
+                             f"{_EAGER_RANDOM!r} and 'train:<x shape>:<labels shape>'")
+        # checked: from here on nothing fails
+        for name, value in checkpoint.values.items():
+            arrays[name].assign(value)
+        if _EAGER_RANDOM in checkpoint.random:
+            set_generator_state(_eager_generator(), checkpoint.random[_EAGER_RANDOM])
+        # graphs of shapes the saving model never trained on start from the seed;
+        # those not compiled here yet get their state on their first step
+        fresh = generator_state(np.random.Generator(np.random.PCG64(self._seed)))
+        states = dict.fromkeys(self._trained, fresh)
+        states.update((k, v) for k, v in checkpoint.random.items() if k != _EAGER_RANDOM)
+        self._pending_random = {}
+        for key, state in states.items():
+            if key in self._trained:
+                set_random_state(self._trained[key], state)
+            else:
+                self._pending_random[key] = state
+        self.steps = steps
 
     def graph(self, x, labels=None):
         """The compiled graph (an :class:`~graphc.Executable`) for these shapes: the

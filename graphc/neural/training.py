@@ -24,6 +24,7 @@ from typing import Optional
 import numpy as np
 
 from ..algodiff.reverse import grad
+from ..checkpoint import expected_variables, read_checkpoint, restore, save_values
 from ..operator import NS as _LAZY
 from .folding import fold_batchnorm, frozen
 from .layers import BN_MOMENTUM
@@ -57,6 +58,37 @@ class Trainer:
     def optimiser_state(self) -> dict[str, np.ndarray]:
         """Copies of the optimiser's state variables, by name."""
         return {n: self.executable.value(n) for n in self._optimiser_names}
+
+    def save_checkpoint(self, path) -> None:
+        """Save what training needs to go on exactly from here: the parameters,
+        running statistics, optimiser state, step count and the graph's random
+        generator (dropout), to ``path`` (``.npz``, no pickle), atomically: a crash
+        while saving leaves the previous checkpoint intact. The batch last fed is
+        not saved, nor the optimiser's settings (they are part of the graph).
+
+        Example: ``trainer.save_checkpoint("mnist-step-1000.npz")``
+        """
+        save_values(self.executable, path, names=self._names + self._optimiser_names,
+                    meta={"kind": "trainer", "steps": self.steps})
+
+    def load_checkpoint(self, path) -> None:
+        """Go on from a checkpoint of :meth:`save_checkpoint`, taken by a trainer of
+        the same model and optimiser: the next steps compute exactly what the
+        saving trainer's next steps computed. Everything is checked (names, shapes,
+        dtypes, the step count) before anything is set.
+
+        Example::
+
+            trainer = compile_training(model, Adam(1e-3), batch_shape)
+            trainer.load_checkpoint("mnist-step-1000.npz")
+        """
+        names = self._names + self._optimiser_names
+        what = "Trainer.load_checkpoint"
+        checkpoint = read_checkpoint(path, expected_variables(self.executable, names),
+                                     what=what)
+        steps = checkpoint.count("steps", what)
+        restore(self.executable, checkpoint)
+        self.steps = steps
 
     def __repr__(self) -> str:
         return (f"<Trainer {self.model.name}, {type(self.optimiser).__name__}, batch "
