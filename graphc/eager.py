@@ -18,6 +18,7 @@ from .algodiff.tape import Traced as _Traced, grad, value_and_grad
 from .engine.cpu import RunContext as _RunContext
 from .engine.cpu_kernels import build_kernel as _build_kernel
 from .operator import public_functions as _public
+from .operator.public_names import named_functions as _named_functions
 from .operator.lazy import Namespace as _Namespace
 from .shape.rules import infer as _infer
 from .symbol.node import user_location as _user_location
@@ -82,6 +83,6 @@ def _ufunc_names():
 
 
 _tape.bind(_NS, _ufunc_names())
-globals().update(_public(_NS))
+globals().update(_named_functions(_NS, "E."))   # argument errors name E.exp, not a helper
 random = _NS.random
 __all__ = sorted(list(_public(_NS)) + ["evaluate", "grad", "value_and_grad"])

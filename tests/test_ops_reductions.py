@@ -264,6 +264,24 @@ def test_an_unknown_keyword_names_the_public_function_and_what_it_takes(qualifie
     assert f"; {qualified} takes (" in message and "<locals>" not in message
 
 
+def _eager_functions():
+    import graphc.eager as E
+    return {f"E.{name}": getattr(E, name) for name in E.__all__
+            if name not in ("evaluate", "grad", "value_and_grad")
+            and callable(getattr(E, name)) and not isinstance(getattr(E, name), type)}
+
+
+@pytest.mark.parametrize("qualified", sorted(_eager_functions()))
+def test_an_unknown_keyword_to_an_eager_function_names_it(qualified):
+    function = _eager_functions()[qualified]
+    with pytest.raises(TypeError) as info:
+        function(np.ones((2, 3), np.float32), zzz_not_an_argument=1)
+    message = str(info.value)
+    assert message.startswith(f"{qualified}() got an unexpected keyword argument "
+                              "'zzz_not_an_argument'"), message
+    assert "<locals>" not in message
+
+
 def test_too_many_positional_arguments_name_the_public_function():
     with pytest.raises(TypeError, match=r"^N\.exp\(\) too many positional arguments; "
                                         r"N\.exp takes \(x\)$"):
