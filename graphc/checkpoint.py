@@ -37,7 +37,6 @@ import re
 import secrets
 import stat
 import struct
-import tokenize
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ import numpy as np
 
 from .engine.interrupts import held_interrupts
 from .graph import save as save_graph
+from .graph.npz_guard import Archive
 from .graph.serialize import CHECKPOINT_PREFIX
 from .type.errors import GraphcError, GraphError, InputError
 
@@ -62,10 +62,11 @@ MAX_DESCRIPTION_BYTES = 16 << 20
 DEFAULT_MAX_BYTES = 4 << 30
 #: the key of an executable's own generator in ``Checkpoint.random``
 GRAPH_RANDOM = "graph"
-#: what reading a damaged zip archive or ``.npy`` header can raise
-_DAMAGED = (OSError, ValueError, TypeError, KeyError, IndexError, EOFError, SyntaxError,
-            OverflowError, RuntimeError, RecursionError, UnicodeError, struct.error,
-            zipfile.BadZipFile, zlib.error, tokenize.TokenError)
+#: what a damaged description (JSON, dtypes) can raise, and a safety net behind
+#: ``Archive``'s own checks of the zip archive and the ``.npy`` headers
+_DAMAGED = (OSError, ValueError, TypeError, KeyError, IndexError, EOFError, OverflowError,
+            RuntimeError, RecursionError, UnicodeError, struct.error, zipfile.BadZipFile,
+            zlib.error)
 #: dtypes a variable may have, written as NumPy's ``dtype.str`` (``<f4``, ``|b1``)
 _DTYPE_TEXT = re.compile(r"[<>|=][biufc][0-9]{1,2}")
 _MAX_META, _MAX_TEXT = 64, 4096
@@ -294,74 +295,75 @@ def read_checkpoint(path, expected: Optional[Mapping[str, tuple]] = None, *,
     Example: ``weights = read_checkpoint("run.npz").values``
     """
     try:
-        data = np.load(os.fspath(path), allow_pickle=False)
+        with Archive(path, what, "graphc checkpoint", damaged=True) as archive:
+            return _read(archive, path, expected, strict, max_bytes, what)
+    except GraphcError:
+        raise
     except _DAMAGED as exc:
-        raise GraphError(f"{what}: {path} is not a graphc checkpoint: {exc}") from None
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise GraphError(f"{what}: {path} is not a graphc checkpoint: it holds a single array, "
-                         "not an .npz archive")
-    with data:
-        try:
-            return _read(data.zip, path, expected, strict, max_bytes, what)
-        except GraphcError:
-            raise
-        except _DAMAGED as exc:
-            raise GraphError(f"{what}: {path} is a damaged graphc checkpoint: "
-                             f"{type(exc).__name__}: {exc}"[:2000]) from None
+        raise GraphError(f"{what}: {path} is a damaged graphc checkpoint: "
+                         f"{type(exc).__name__}: {exc}"[:2000]) from None
 
 
 def has_values(path) -> bool:
     """Whether the file at ``path`` holds a checkpoint (``save(path, values=True)``
     writes one beside the graph). Example: ``has_values("model.npz")``"""
     try:
-        with zipfile.ZipFile(os.fspath(path)) as archive:
-            return _DESCRIPTION + ".npy" in archive.namelist()
-    except _DAMAGED:
+        with Archive(path, "has_values", "graphc checkpoint") as archive:
+            return _DESCRIPTION in archive.names
+    except (GraphcError,) + _DAMAGED:
         return False
 
 
-def _read(archive, path, expected, strict, max_bytes, what) -> Checkpoint:
-    members = {}
-    for info in archive.infolist():
-        if info.filename.startswith(MEMBER_PREFIX):
-            if info.filename in members:
-                raise GraphError(f"{what}: {path} holds member {info.filename!r} twice")
-            members[info.filename] = info
-    described = members.pop(_DESCRIPTION + ".npy", None)
-    if described is None:
+def _read(archive: Archive, path, expected, strict, max_bytes, what) -> Checkpoint:
+    members = {name for name in archive.names if name.startswith(MEMBER_PREFIX)}
+    if _DESCRIPTION not in members:
         raise GraphError(f"{what}: {path} holds no variable values (no {_DESCRIPTION!r} member); "
                          "write them with save_values or save(path, values=True)")
-    text = _read_member(archive, described, None, np.dtype(np.uint8), MAX_DESCRIPTION_BYTES,
-                        path, what)
-    doc = json.loads(bytes(text).decode("utf-8"))
+    doc = json.loads(_description(archive).tobytes().decode("utf-8"))
     entries, checkpoint = _described(doc, path, what)
-    member_of = {name: _VALUE.format(i) + ".npy" for i, (name, _, _) in enumerate(entries)}
-    stray = sorted(set(members) - set(member_of.values()))
+    member_of = {name: _VALUE.format(i) for i, (name, _, _) in enumerate(entries)}
+    stray = sorted(members - {_DESCRIPTION} - set(member_of.values()))
     if stray:
-        raise GraphError(f"{what}: {path} holds members {stray[:5]} that its description does "
-                         "not mention")
+        raise GraphError(f"{what}: {path} holds members {[s + '.npy' for s in stray[:5]]} that "
+                         "its description does not mention")
     wanted = _wanted(entries, checkpoint.unset, expected, strict, path, what)
     checkpoint.unset = tuple(n for n in checkpoint.unset if expected is None or n in expected)
     # every header before any data: nothing is allocated for a file that does not fit
     budget = max_bytes if expected is None else None
     plans = []
     for name, shape, dtype in wanted:
-        info = members.get(member_of[name])
-        if info is None:
+        member = member_of[name]
+        if member not in members:
             raise GraphError(f"{what}: {path} lacks the array of variable {name!r} "
-                             f"({member_of[name]!r})")
-        nbytes = _check_header(archive, info, shape, dtype, path, what, name)
+                             f"({member + '.npy'!r})")
+        archive.labels[member] = f"variable {name!r}"
+        header = archive.header(member, (shape, dtype), "its entry in the description")
         if budget is not None:
-            budget -= nbytes
+            budget -= header.nbytes
             if budget < 0:
                 raise GraphError(f"{what}: {path} holds more than max_bytes={max_bytes} bytes "
                                  "of values; pass a larger max_bytes to read it")
-        plans.append((name, info, shape, dtype))
-    for name, info, shape, dtype in plans:
-        array = _read_member(archive, info, shape, dtype, None, path, what)
-        native = dtype.newbyteorder("=") if expected is None else np.dtype(expected[name][1])
+        plans.append((name, member, header))
+    for name, member, header in plans:
+        array = archive.read(member, header, writeable=True)
+        native = header.dtype.newbyteorder("=") if expected is None \
+            else np.dtype(expected[name][1])
         checkpoint.values[name] = array.astype(native, copy=False)
     return checkpoint
+
+
+def _description(archive: Archive) -> np.ndarray:
+    """The description member's bytes, as a 1-d uint8 array of bounded size."""
+    size = archive.size(_DESCRIPTION)
+    if size > MAX_DESCRIPTION_BYTES:
+        raise archive.member_error(_DESCRIPTION, f"holds {size} bytes, more than the "
+                                                 f"{MAX_DESCRIPTION_BYTES} a checkpoint "
+                                                 "description may")
+    header = archive.header(_DESCRIPTION)
+    if len(header.shape) != 1 or header.dtype != np.uint8:
+        raise archive.member_error(_DESCRIPTION, f"should be a 1-d uint8 array, not shape "
+                                                 f"{header.shape} dtype {header.dtype}")
+    return archive.read(_DESCRIPTION, header)
 
 
 def _described(doc, path, what):
@@ -432,55 +434,6 @@ def _some(names) -> str:
 
 def _dtype_text(dtype: np.dtype) -> str:
     return dtype.name if dtype.isnative else dtype.str
-
-
-def _header(archive, info):
-    """``(shape, dtype, offset of the data)`` from a member's ``.npy`` header."""
-    with archive.open(info) as member:
-        version = np.lib.format.read_magic(member)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(member)
-        elif version == (2, 0):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(member)
-        else:
-            raise ValueError(f".npy format version {version} (1.0 and 2.0 are read)")
-        return tuple(shape), dtype, member.tell()
-
-
-def _check_header(archive, info, shape, dtype, path, what, name) -> int:
-    """The data bytes of a member whose header and size agree with ``shape`` and
-    ``dtype`` (else :class:`GraphError`); its data is not read."""
-    found_shape, found_dtype, offset = _header(archive, info)
-    if found_shape != shape or found_dtype != dtype:
-        raise GraphError(f"{what}: {path}: the array of {name!r} is shape {found_shape} dtype "
-                         f"{found_dtype} but the description says shape {shape} dtype "
-                         f"{_dtype_text(dtype)}")
-    nbytes = math.prod(shape) * dtype.itemsize
-    if info.file_size != offset + nbytes:
-        raise GraphError(f"{what}: {path}: the array of {name!r} should take {nbytes} bytes after "
-                         f"its {offset}-byte header but member {info.filename!r} holds "
-                         f"{info.file_size} bytes")
-    return nbytes
-
-
-def _read_member(archive, info, shape, dtype, limit, path, what) -> np.ndarray:
-    """A member's array, its header checked first (``shape=None``: any 1-d array of
-    at most ``limit`` bytes)."""
-    if shape is None:
-        if info.file_size > limit:
-            raise GraphError(f"{what}: {path}: member {info.filename!r} holds {info.file_size} "
-                             f"bytes, more than the {limit} a checkpoint description may")
-        found_shape, found_dtype, _ = _header(archive, info)
-        if len(found_shape) != 1 or found_dtype != dtype:
-            raise GraphError(f"{what}: {path}: member {info.filename!r} should be a 1-d {dtype} "
-                             f"array, not shape {found_shape} dtype {found_dtype}")
-        shape = found_shape
-    _check_header(archive, info, shape, dtype, path, what, info.filename)
-    with archive.open(info) as member:
-        array = np.lib.format.read_array(member, allow_pickle=False)
-    if array.shape != shape or array.dtype != dtype:      # the header was read twice
-        raise GraphError(f"{what}: {path}: member {info.filename!r} changed while read")
-    return array
 
 
 # -- compiled graphs --------------------------------------------------------------------

@@ -175,6 +175,18 @@ def test_lrn_backward(channels, params, dtype, seed):
                      lambda x, g: ref_lrn_backward(x, g, *params), x, g, terms=params[0])
 
 
+@pytest.mark.parametrize("size", [2 * 5, 2**40, 2**62])
+def test_lrn_windows_wider_than_the_channels_sum_every_channel_once(size):
+    """A window past every channel (a saved file may ask for 2**62) sums each
+    channel once, at the cost of a window of twice the channel count."""
+    x = data(3, (2, 5, 3, 3), np.float64)
+    alpha, beta, k = 0.5, 0.75, 1.5
+    want = x / (k + alpha / size * np.sum(x * x, axis=1, keepdims=True)) ** beta
+    np.testing.assert_allclose(E.lrn(x, size, alpha, beta, k), want, rtol=1e-12)
+    g = np.ones_like(x)
+    assert np.all(np.isfinite(E.lrn_backward(x, g, size, alpha, beta, k)))
+
+
 def test_lrn_backward_matches_finite_differences():
     rng = np.random.default_rng(0)
     x, g = rng.standard_normal((1, 6, 2, 2)), rng.standard_normal((1, 6, 2, 2))

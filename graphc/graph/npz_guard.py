@@ -68,19 +68,26 @@ class Archive:
 
     Members are opened one by one and only on request; a member that is never
     asked for is never read (an unreferenced 4 GiB member costs nothing).
+    Errors start with ``what`` (the operation) and the path, and call a file
+    that is no archive "not a ``kind``"; with ``damaged``, errors about a member
+    also say the file "is a damaged ``kind``". ``labels`` (member -> what it holds,
+    empty unless the caller fills it) adds to the errors about a member.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, what: str = "load", kind: str = "graphc graph file",
+                 damaged: bool = False):
         self.path = os.fspath(path)
+        self.what, self.kind, self.damaged = what, kind, damaged
+        self.labels: dict[str, str] = {}
         try:
             self._file = open(self.path, "rb")
         except OSError as exc:
-            raise self._error(f"is not a graphc graph file: {exc}") from None
+            raise self._error(f"is not a {self.kind}: {exc}") from None
         try:
             start = self._file.read(len(_MAGIC))
             self._file.seek(0)
             if start == _MAGIC:
-                raise self._error("is not a graphc graph file: it holds a single .npy array, "
+                raise self._error(f"is not a {self.kind}: it holds a single .npy array, "
                                   "not an .npz archive")
             self._check_directory_size()
             self._zip = zipfile.ZipFile(self._file)
@@ -91,7 +98,7 @@ class Archive:
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError,
                 NotImplementedError, struct.error, UnicodeDecodeError) as exc:
             self._file.close()
-            raise self._error(f"is not a graphc graph file: {type(exc).__name__}: "
+            raise self._error(f"is not a {self.kind}: {type(exc).__name__}: "
                               f"{exc}") from None
 
     def __enter__(self):
@@ -104,11 +111,14 @@ class Archive:
         self._file.close()
 
     def _error(self, message: str) -> GraphError:
-        return GraphError(f"load: {self.path} {message}")
+        return GraphError(f"{self.what}: {self.path} {message}")
 
     def member_error(self, name: str, message: str) -> GraphError:
         """A :class:`GraphError` about member ``name`` (``.npy`` added)."""
-        return GraphError(f"load: {self.path}: member {_named(name + '.npy')} {message}")
+        file = f" is a damaged {self.kind}" if self.damaged else ""
+        label = f" ({self.labels[name]})" if name in self.labels else ""
+        return GraphError(f"{self.what}: {self.path}{file}: member {_named(name + '.npy')}"
+                          f"{label} {message}")
 
     def _check_directory_size(self) -> None:
         # zipfile reads the whole directory its end record declares, and parses it
@@ -116,7 +126,7 @@ class Archive:
         end = zipfile._EndRecData(self._file)
         self._file.seek(0)
         if end is not None and end[zipfile._ECD_SIZE] > MAX_DIRECTORY_BYTES:
-            raise self._error(f"is not a graphc graph file: its zip directory declares "
+            raise self._error(f"is not a {self.kind}: its zip directory declares "
                               f"{end[zipfile._ECD_SIZE]} bytes; at most {MAX_DIRECTORY_BYTES} "
                               "are read")
 
@@ -125,7 +135,7 @@ class Archive:
         for info in self._zip.infolist():
             name = info.filename
             if not name.endswith(".npy"):
-                raise self._error(f"is not a graphc graph file: member {_named(name)} is not an "
+                raise self._error(f"is not a {self.kind}: member {_named(name)} is not an "
                                   ".npy array")
             key = name[:-4]
             if key in names:
@@ -173,7 +183,7 @@ class Archive:
             raise self.member_error(name, "holds Python objects (pickled data), which graphc "
                                           "never loads (as numpy with allow_pickle=False)")
         try:
-            dtype = as_dtype("load", descr.decode("ascii"))
+            dtype = as_dtype(self.what, descr.decode("ascii"))
         except GraphcError as exc:
             raise self.member_error(name, f"has an unsupported dtype: {exc}") from None
         shape = tuple(int(d) for d in dims.split(b",") if d.strip())
@@ -188,16 +198,16 @@ class Archive:
                       f"shape {shape} dtype {dtype}: {header.offset} + {header.nbytes} bytes")
         return header
 
-    def read(self, name: str, header: ArrayHeader) -> np.ndarray:
+    def read(self, name: str, header: ArrayHeader, writeable: bool = False) -> np.ndarray:
         """Member ``name``'s array as described by ``header`` (from :meth:`header`):
-        read-only, made from exactly ``header.nbytes`` bytes."""
+        made from exactly ``header.nbytes`` bytes, read-only unless ``writeable``."""
         with self._open(name) as f:
             self._read_exactly(name, f, header.offset, "its header")
             data = self._read_exactly(name, f, header.nbytes, "its data")
             if f.read(1):        # also makes zipfile check the CRC-32 of the whole member
                 raise self.member_error(name, "holds more bytes than its header declares")
         array = np.frombuffer(data, dtype=header.dtype)
-        array.flags.writeable = False
+        array.flags.writeable = writeable     # its own buffer: no one else holds it
         if header.fortran_order:
             return array.reshape(header.shape[::-1]).transpose()
         return array.reshape(header.shape)
