@@ -60,6 +60,33 @@ def _selection():
 SELECTED, COUNTS = _selection()
 
 
+def _softmax_of_equal_logits():
+    """Light models (every weight 0.5 in the wheel) whose output is a Softmax: their
+    logits, equal in exact arithmetic, reach 1e9-1e31, where an ulp of BLAS
+    rounding (which depends on the CPU's kernels) decides between 0 and 1/n in the
+    expected output. tests/test_onnx_models.py runs the same models with random
+    weights and compares their logits with onnxruntime instead."""
+    names = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for case in load_model_tests(kind="real"):
+            model = _model_of(case)
+            if case.url and model.graph.node and model.graph.node[-1].op_type == "Softmax":
+                names.add(case.name)
+    return names
+
+
+ROUNDING_DECIDES = _softmax_of_equal_logits()
+
+
+def _skip_rounding_decided(test):
+    @functools.wraps(test)
+    def run(self, *args, **kwargs):
+        pytest.skip("its expected output is a softmax of equal logits near 1e9-1e31: "
+                    "CPU-dependent BLAS rounding decides it (see tests/test_onnx_models.py)")
+    return run
+
+
 def _skip_unsupported(test):
     """A selected test whose model uses an attribute value or type graphc refuses
     (the importer's own OnnxUnsupported, raised before anything runs) is skipped
@@ -89,6 +116,8 @@ for _case in _cases.values():
     for _name in [n for n in vars(_case) if n.startswith("test_")]:
         if _name.rsplit("_", 1)[0] not in SELECTED or not _name.endswith("_cpu"):
             delattr(_case, _name)
+        elif _name.rsplit("_", 1)[0] in ROUNDING_DECIDES:
+            setattr(_case, _name, _skip_rounding_decided(getattr(_case, _name)))
         else:
             setattr(_case, _name, _skip_unsupported(getattr(_case, _name)))
 del _case, _name   # a class left bound here would be collected a second time

@@ -304,7 +304,11 @@ def _max_pool2d_backward(op, ins, out, ctx):
     """Per tap in row-major order: cells equal to their window's maximum and not yet
     claimed by an earlier tap take the window's gradient. A window whose maximum is
     NaN (NaN wins max pooling, as in ``np.max``) sends it to its first NaN; that
-    needs two more calls per tap, so they run only when ``y`` holds a NaN."""
+    needs two more calls per tap, so they run only when ``y`` holds a NaN.
+
+    NaN is tested as ``v != v``: NumPy 2.4's ``np.isnan`` (and ``isinf``, ``isfinite``,
+    ``signbit``) writes wrong values into a strided ``out=`` of 16 or more elements,
+    which each tap's region of the match mask is; comparisons are not affected."""
     x, y, g = ins
     claimed, match = np.empty(y.shape, np.bool_), np.empty(y.shape, np.bool_)
     y_nan, x_nan = np.empty(y.shape, np.bool_), np.empty(y.shape, np.bool_)
@@ -318,13 +322,13 @@ def _max_pool2d_backward(op, ins, out, ctx):
                  partial(np.add, dst, g[region], dst, where=m)]
         plain += [equal] + claim
         nan = x_nan[region]
-        with_nan += [equal, partial(np.isnan, cells, nan),
+        with_nan += [equal, partial(np.not_equal, cells, cells, nan),
                      partial(np.logical_and, nan, y_nan[region], nan),
                      partial(np.logical_or, m, nan, m)] + claim
     plain, with_nan = _run_all(plain), _run_all(with_nan)
 
     def max_pool2d_backward():
-        np.isnan(y, out=y_nan)
+        np.not_equal(y, y, out=y_nan)
         (with_nan if y_nan.any() else plain)()
     return max_pool2d_backward
 
@@ -350,11 +354,14 @@ def _avg_pool2d_backward(op, ins, out, ctx):
 
 
 # -- local response normalisation ----------------------------------------------------------
-def _window_sum(src, dst, offsets):
+def _window_sum(src, dst, offsets: range):
     """Steps setting ``dst[:, c] = sum(src[:, c + d] for d in offsets)`` over the
-    channels that exist (``offsets`` contains 0)."""
+    channels that exist (``offsets``, a range of step 1, contains 0)."""
     channels = src.shape[1]
     steps = [partial(np.copyto, dst, src)]
+    # an offset of a channel count or more reaches no channel: a window of 2**62
+    # channels costs what one of 2 * channels does
+    offsets = range(max(offsets.start, 1 - channels), min(offsets.stop, channels))
     for d in offsets:
         lo, hi = max(0, -d), min(channels, channels - d)
         if d and hi > lo:
