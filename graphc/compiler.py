@@ -400,7 +400,8 @@ class Executable:
                 self.program.ctx.draws = draws    # the retried run draws the same numbers
             raise
         try:
-            self._runner(steps[split:], kernels[split:], conditions.recording)
+            if split < len(steps):
+                self._runner(steps[split:], kernels[split:], conditions.recording)
             results = self._collect(staging)
             for dst, src, staged in self._updates:
                 dst[...] = src if staged is None else staged

@@ -52,6 +52,8 @@ class DeferredFloatErrors:
     def report(self, settings: dict | None = None) -> None:
         """Act on the recorded conditions as ``settings`` (``np.geterr()`` of the
         caller, by default the current one) says, then forget them."""
+        if not self._seen:
+            return
         settings = settings or np.geterr()
         with self._lock:
             seen, self._seen = self._seen, []

@@ -34,9 +34,14 @@ from __future__ import annotations
 import signal
 import threading
 
+try:        # the C module under ``signal``: 10-30x cheaper calls (no enum conversions)
+    import _signal as _calls
+except ImportError:    # pragma: no cover - other Pythons
+    _calls = signal
+
 #: signals a user may have bound to a Python handler that raises (Ctrl-C, a
 #: scheduler's SIGTERM, a SIGALRM timeout)
-HELD_SIGNALS = tuple(getattr(signal, name) for name in
+HELD_SIGNALS = tuple(int(getattr(signal, name)) for name in
                      ("SIGINT", "SIGTERM", "SIGALRM", "SIGHUP", "SIGUSR1", "SIGUSR2")
                      if hasattr(signal, name))
 
@@ -67,10 +72,10 @@ class InterruptGuard:
             return self
         try:
             for signum in HELD_SIGNALS:
-                handler = signal.getsignal(signum)
+                handler = _calls.getsignal(signum)
                 if callable(handler):     # SIG_DFL / SIG_IGN / None: no Python handler
                     self._saved.append((signum, handler))
-                    signal.signal(signum, self._handle)
+                    _calls.signal(signum, self._handle)
         except BaseException:
             self._restore()
             raise
@@ -98,7 +103,7 @@ class InterruptGuard:
 
     def _restore(self) -> None:
         for signum, handler in self._saved:
-            signal.signal(signum, handler)
+            _calls.signal(signum, handler)
         self._saved = []
 
     def __exit__(self, *exc) -> None:
