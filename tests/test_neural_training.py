@@ -162,7 +162,7 @@ def test_resnet50_training_step_plans_near_the_lower_bound(capsys):
     # roundings of its summed magnitudes; errors add up over the layers
     depth = sum(name.endswith(".running_mean") for name in params)
     assert depth == 53
-    rtol = depth * 16 * np.finfo(np.float32).eps
+    rtol = float(depth * 16 * np.finfo(np.float32).eps)   # pytest.approx wants a Python float
     x, y = _batch(shape, 10)
     eager = EagerTrainer(model, opt, params=params)
     first = eager.step(x, y)
