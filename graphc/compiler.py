@@ -23,6 +23,7 @@ from .engine.concurrency import Concurrency
 from .engine.devices import check_device, make_program
 from .engine.incremental import IncrementalSchedule
 from .engine.fperrors import DeferredFloatErrors
+from .feeds import checked_feeds, named_feeds
 from .engine.interrupts import InterruptGuard, held_interrupts
 from .engine.liveness import analyse, first_variable_write
 from .engine.planners import make_plan
@@ -120,23 +121,6 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
             gc.enable()
 
 
-#: dtype kinds a Python scalar may be given for without changing its value
-_SCALAR_KINDS = ((bool, "biufc"), (int, "iufc"), (float, "fc"), (complex, "c"))
-
-
-def _python_scalar(what: str, name: str, value, dtype: np.dtype) -> np.ndarray:
-    """A Python number for a 0-d input, converted only if its value survives."""
-    kinds = next(k for t, k in _SCALAR_KINDS if isinstance(value, t))
-    if dtype.kind not in kinds:
-        raise InputError(f"{what}: input {name!r} expects dtype {dtype} but got the Python "
-                         f"{type(value).__name__} {value!r}")
-    try:
-        return np.asarray(value, dtype=dtype)
-    except OverflowError:
-        raise InputError(f"{what}: input {name!r} expects dtype {dtype} but got "
-                         f"{value!r}, which is out of its range") from None
-
-
 class Executable:
     """A compiled graph: ``run`` it, ``assign`` its variables, read ``stats``."""
 
@@ -185,31 +169,7 @@ class Executable:
 
     # -- inputs ------------------------------------------------------------------
     def _checked(self, feeds: Mapping, what: str = "run") -> dict[str, np.ndarray]:
-        checked = {}
-        for name, value in feeds.items():
-            var = self._vars.get(name)
-            if var is None:
-                raise InputError(f"{what}: unknown input {name!r}; the graph's inputs are "
-                                 f"{sorted(self._vars)}")
-            if isinstance(value, Node):
-                raise InputError(f"{what}: input {name!r} got a lazy graph value; pass a NumPy "
-                                 "array")
-            if isinstance(value, (bool, int, float, complex)) and var.shape == ():
-                value = _python_scalar(what, name, value, var.dtype)
-            try:
-                array = np.asarray(value)
-            except (ValueError, TypeError) as exc:
-                raise InputError(f"{what}: input {name!r} expects shape {var.shape} dtype "
-                                 f"{var.dtype} but got a value that is not an array: "
-                                 f"{exc}") from None
-            if array.shape != var.shape:
-                raise InputError(f"{what}: input {name!r} expects shape {var.shape} but got "
-                                 f"shape {array.shape}")
-            if array.dtype != var.dtype:
-                raise InputError(f"{what}: input {name!r} expects dtype {var.dtype} but got "
-                                 f"{array.dtype}; convert it with .astype(np.{var.dtype})")
-            checked[name] = array
-        return checked
+        return checked_feeds(self._vars, feeds, what)
 
     def assign(self, **values) -> None:
         """Set variables to copies of ``values``; they keep them until the next
@@ -285,7 +245,7 @@ class Executable:
 
         Example: ``h1, y1 = g.run(x=X, w=W)``
         """
-        checked = self._checked(self._named(feeds, kwargs))
+        checked = self._checked(named_feeds(list(self._vars), feeds, kwargs))
         if not self._copy:
             self._note_sharing()
         guard, committed = InterruptGuard(), False
@@ -341,30 +301,6 @@ class Executable:
                           "by the next run from any thread. Hold `graph.lock` while using "
                           "them, or compile with copy_outputs=True", RuntimeWarning,
                           stacklevel=3)
-
-    def _named(self, feeds: tuple, kwargs: dict) -> dict:
-        """``run``'s arguments as one ``name -> value`` mapping."""
-        if len(feeds) == 1 and (feeds[0] is None or isinstance(feeds[0], Mapping)):
-            given = dict(feeds[0] or {})
-            bad = [k for k in given if not isinstance(k, str)]
-            if bad:
-                raise InputError(f"run: input names must be strings, got {bad[0]!r}; the "
-                                 f"graph's inputs are {list(self._vars)}")
-        else:
-            names = list(self._vars)
-            if any(isinstance(f, Mapping) for f in feeds):
-                raise InputError("run: give inputs either as one dict or as arrays in the "
-                                 f"order of the graph's inputs {names}, not both")
-            if len(feeds) > len(names):
-                raise InputError(f"run: the graph has {len(names)} input(s) {names} but "
-                                 f"{len(feeds)} positional values were given")
-            given = dict(zip(names, feeds))
-        twice = sorted(set(given) & set(kwargs))
-        if twice:
-            raise InputError(f"run: input(s) {twice} given twice (by position or dict and by "
-                             "keyword)")
-        given.update(kwargs)
-        return given
 
     def _run(self, checked: dict, guard: InterruptGuard):
         """One run, with the lock held and ``guard`` installed (see :meth:`run`).

@@ -1,12 +1,13 @@
 """One compiled graph shared by many threads (issue 13, item 3): runs of one
 graph are serialised and every caller gets its own correct result; separate
 graphs run concurrently."""
-import sys
 import threading
 import warnings
 
 import numpy as np
 import pytest
+
+from concurrency import in_threads
 
 import graphc
 import graphc.ndarray as N
@@ -43,35 +44,19 @@ def _hammer(g, w, schedule_copy, hold_lock):
     """THREADS threads x RUNS runs each with their own inputs; returns the results
     each thread saw (copied under the lock for views) and any exception."""
     results = {t: [] for t in range(THREADS)}
-    errors = []
-    start = threading.Barrier(THREADS)
 
     def work(t):
-        try:
-            start.wait()
-            for r in range(RUNS):
-                feeds = feeds_of(t, r)
-                if hold_lock:
-                    with g.lock:
-                        h, s, _ = g.run(**feeds)
-                        results[t].append((r, h.copy(), s.copy()))
-                else:
+        for r in range(RUNS):
+            feeds = feeds_of(t, r)
+            if hold_lock:
+                with g.lock:
                     h, s, _ = g.run(**feeds)
-                    results[t].append((r, h, s))
-        except BaseException as e:   # noqa: BLE001 - reported by the test
-            errors.append(e)
+                    results[t].append((r, h.copy(), s.copy()))
+            else:
+                h, s, _ = g.run(**feeds)
+                results[t].append((r, h, s))
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(THREADS)]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)      # switch threads often: races show up at once
-    try:
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-    finally:
-        sys.setswitchinterval(interval)
-    return results, errors
+    return results, in_threads(work, THREADS)
 
 
 @pytest.mark.parametrize("schedule", sorted(SCHEDULES))

@@ -2,13 +2,13 @@
 equal hand-built graphs (results and memory plans), graphs are cached per
 signature, states carry values between graphs and modes, and one flag trains
 the same model eagerly, serially or in parallel with the same losses."""
-import sys
-import threading
 import time
 import warnings
 
 import numpy as np
 import pytest
+
+from concurrency import in_threads
 
 import graphc
 import graphc.eager as E
@@ -250,28 +250,8 @@ THREADS, CALLS, SHARED_CALLS = 4, 25, 100
 
 
 def _in_threads(work):
-    """``work(t)`` in THREADS threads started together, switching between them as
-    often as the interpreter can (so that races, if any, show); re-raises the first
-    error."""
-    errors, start = [], threading.Barrier(THREADS)
-
-    def run(t):
-        try:
-            start.wait()
-            work(t)
-        except BaseException as error:        # noqa: BLE001 (handed to the main thread)
-            errors.append(error)
-
-    threads = [threading.Thread(target=run, args=(t,)) for t in range(THREADS)]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    """``work(t)`` in THREADS threads at once; re-raises the first error."""
+    errors = in_threads(work, THREADS)
     if errors:
         raise errors[0]
 
