@@ -275,7 +275,14 @@ class DependencyEngine:
 
     def forget(self, error) -> None:
         """Clear ``error`` if :meth:`cancel` set it and no ``wait_all`` raised it yet
-        (it arrived after the last op completed and is handled elsewhere)."""
+        (it arrived after the last op completed and is handled elsewhere).
+
+        >>> eng, late = DependencyEngine(), KeyboardInterrupt()
+        >>> eng.cancel(late); eng.forget(late)
+        >>> eng.push(lambda: None); eng.wait_all()      # runs, nothing raised
+        >>> eng.pending
+        0
+        """
         if error is not None and self._error is error:
             self._error = None
 
