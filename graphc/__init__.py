@@ -10,6 +10,7 @@ many times with no allocation.
 >>> g.run(x=np.zeros(4, np.float32))
 array([2., 2., 2., 2.], dtype=float32)
 """
+from . import ops  # noqa: F401  (first: the op definitions fill every layer's tables)
 from .compiler import Executable, compile, load
 from .checkpoint import Checkpoint, read_checkpoint
 from .tracing import State, TracedFunction, trace

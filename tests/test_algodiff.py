@@ -43,6 +43,8 @@ UNARY = {  # name -> (function, value maker)
     "absolute": (lambda M, x: M.absolute(x), grid),
     "exp": (lambda M, x: M.exp(x), smooth),
     "log": (lambda M, x: M.log(x), lambda r, s: smooth(r, s, 0.2, 3.0)),
+    "log2": (lambda M, x: M.log2(x), lambda r, s: smooth(r, s, 0.2, 3.0)),
+    "arcsin": (lambda M, x: M.arcsin(x), lambda r, s: smooth(r, s, -0.8, 0.8)),
     "log1p": (lambda M, x: M.log1p(x), lambda r, s: smooth(r, s, -0.8, 3.0)),
     "expm1": (lambda M, x: M.expm1(x), smooth),
     "sqrt": (lambda M, x: M.sqrt(x), lambda r, s: smooth(r, s, 0.2, 3.0)),

@@ -2,7 +2,7 @@
 
 Each generated ``RawSource`` is compiled as C (``__device__`` defined away, a loop
 over the work items standing in for the grid) with gcc, called through ctypes and
-compared with graphc's CPU kernel for the same node (``NEURAL_KERNELS``), on random
+compared with graphc's CPU kernel for the same node (``KERNELS``), on random
 geometries built the way graphc builds them: poolings by ``graphc.ndarray``, their
 backward ops by ``N.grad``, ``im2col``/``col2im`` by the optimiser's lowering of
 convolutions and by ``grad``. The generator reproduces the CPU kernels' order of
@@ -27,7 +27,7 @@ import graphc
 import graphc.eager as E
 import graphc.ndarray as N
 from graphc.engine.cuda_window import KINDS, supported, window_kernel
-from graphc.engine.neural_kernels import NEURAL_KERNELS
+from graphc.engine.cpu_kernels import KERNELS
 from graphc.optimiser.lowering import LOWERING
 from graphc.optimiser.rewriter import rewrite
 from graphc.shape.neural import pool_output_size
@@ -55,7 +55,7 @@ def run_source(src, inputs, out_shape, dtype):
 def cpu(op, inputs, out_shape, dtype):
     out = np.empty(out_shape, dtype)
     with np.errstate(all="ignore"):
-        NEURAL_KERNELS[op.kind](op, [np.asarray(a, dtype) for a in inputs], out, None)()
+        KERNELS[op.kind](op, [np.asarray(a, dtype) for a in inputs], out, None)()
     return out
 
 
@@ -270,7 +270,7 @@ def test_columns_match_the_cpu_kernel(kind):
 def test_every_window_kind_is_covered():
     assert set(KINDS) == {"im2col", "col2im", "max_pool2d", "max_pool2d_backward",
                           "avg_pool2d", "avg_pool2d_backward"}
-    assert set(KINDS) <= set(NEURAL_KERNELS)
+    assert set(KINDS) <= set(KERNELS)
 
 
 # -- the CPU kernel against a float64 loop reference -----------------------------------------

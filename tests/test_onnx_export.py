@@ -95,6 +95,7 @@ SMOOTH_FLOAT = {
     "exp": lambda x: N.exp(N.clip(x, -5.0, 5.0)), "tanh": N.tanh, "sigmoid": N.sigmoid,
     "sin": N.sin, "cos": N.cos, "erf": N.erf, "sqrt": lambda x: N.sqrt(N.abs(x)),
     "log": lambda x: N.log(N.abs(x) + 1.0), "log1p": lambda x: N.log1p(N.abs(x)),
+    "log2": lambda x: N.log2(N.abs(x) + 1.0), "arcsin": lambda x: N.arcsin(N.tanh(x)),
     "expm1": lambda x: N.expm1(N.clip(x, -3.0, 3.0)),
     "reciprocal": lambda x: N.reciprocal(N.abs(x) + 1.0),
     "divide": lambda x: x / (N.abs(x) + 2.0), "hypot": lambda x: N.hypot(x, 1.5),

@@ -24,7 +24,8 @@ PER_OP = examples(10)
 # -- unary ----------------------------------------------------------------------------
 UNARY = {
     "negative": np.negative, "neg": np.negative, "abs": np.abs, "absolute": np.absolute,
-    "sign": np.sign, "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
+    "sign": np.sign, "exp": np.exp, "log": np.log, "log2": np.log2, "log1p": np.log1p,
+    "expm1": np.expm1, "arcsin": np.arcsin,
     "sqrt": np.sqrt, "square": np.square, "reciprocal": np.reciprocal, "sin": np.sin,
     "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "floor": np.floor, "ceil": np.ceil,
     "round": np.round, "rint": np.rint, "erf": scipy.special.erf,
@@ -48,7 +49,8 @@ def test_unary_matches_numpy(name, data, dtype, shape):
     check_op(lambda M, a: getattr(M, name)(a), UNARY[name], x)
 
 
-NUMPY_UFUNC_UNARY = ["negative", "absolute", "sign", "exp", "log", "log1p", "expm1", "sqrt",
+NUMPY_UFUNC_UNARY = ["negative", "absolute", "sign", "exp", "log", "log2", "log1p", "expm1",
+                     "sqrt", "arcsin",
                      "square", "reciprocal", "sin", "cos", "tan", "tanh", "floor", "ceil",
                      "rint", "logical_not", "isfinite"]
 

@@ -9,7 +9,7 @@ import graphc
 import graphc.ndarray as N
 from opcheck import examples
 
-from graphc.optimiser.fusion import STREAM_MIN
+from graphc.engine.strategy import STREAM_MIN
 
 F32 = np.float32
 

@@ -8,6 +8,8 @@ gradients are convolutions again (second derivatives of a convolution work);
 derivatives of max pooling and LRN are not implemented and say so. The
 optimiser's ``im2col`` and ``col2im`` are each other's transposes.
 
+The rules are given to their kinds by :mod:`graphc.ops.neural`.
+
 Example: the rule of ``conv2d`` emits ``ns.conv2d_backward_input(g, w, x.shape, ...)``
 and ``ns.conv2d_backward_kernel(x, g, w.shape, ...)``.
 """
@@ -22,14 +24,14 @@ def _conv_params(op):
                 groups=op["groups"])
 
 
-def _conv2d(ns, op, inputs, output, g, needs=None):
+def conv2d_grad(ns, op, inputs, output, g, needs=None):
     x, w = inputs
     p = _conv_params(op)
     return [ns.conv2d_backward_input(g, w, x.shape, **p) if wants(needs, 0) else None,
             ns.conv2d_backward_kernel(x, g, w.shape, **p) if wants(needs, 1) else None]
 
 
-def _conv2d_backward_input(ns, op, inputs, output, g, needs=None):
+def conv2d_backward_input_grad(ns, op, inputs, output, g, needs=None):
     # y = conv^T(d, w): <y, h> = <d, conv(h, w)>
     d, w = inputs
     p = _conv_params(op)
@@ -37,7 +39,7 @@ def _conv2d_backward_input(ns, op, inputs, output, g, needs=None):
             ns.conv2d_backward_kernel(g, d, w.shape, **p) if wants(needs, 1) else None]
 
 
-def _conv2d_backward_kernel(ns, op, inputs, output, g, needs=None):
+def conv2d_backward_kernel_grad(ns, op, inputs, output, g, needs=None):
     # y = dW(x, d): <y, h> = <conv(x, h), d>
     x, d = inputs
     p = _conv_params(op)
@@ -50,22 +52,22 @@ def _pool_params(op):
                 ceil_mode=op["ceil_mode"])
 
 
-def _max_pool2d(ns, op, inputs, output, g, needs=None):
+def max_pool2d_grad(ns, op, inputs, output, g, needs=None):
     (x,) = inputs
     return [ns.max_pool2d_backward(x, output, g, **_pool_params(op))]
 
 
-def _avg_pool2d(ns, op, inputs, output, g, needs=None):
+def avg_pool2d_grad(ns, op, inputs, output, g, needs=None):
     (x,) = inputs
     return [ns.avg_pool2d_backward(g, x.shape, count_include_pad=op["count_include_pad"],
                                    **_pool_params(op))]
 
 
-def _avg_pool2d_backward(ns, op, inputs, output, g, needs=None):
+def avg_pool2d_backward_grad(ns, op, inputs, output, g, needs=None):
     return [ns.avg_pool2d(g, count_include_pad=op["count_include_pad"], **_pool_params(op))]
 
 
-def _lrn(ns, op, inputs, output, g, needs=None):
+def lrn_grad(ns, op, inputs, output, g, needs=None):
     (x,) = inputs
     return [ns.lrn_backward(x, g, size=op["size"], alpha=op["alpha"], beta=op["beta"],
                             k=op["k"])]
@@ -76,7 +78,7 @@ def _window(op):
                 dilation=op["dilation"])
 
 
-def _im2col(ns, op, inputs, output, g, needs=None):
+def im2col_grad(ns, op, inputs, output, g, needs=None):
     # the optimiser's lowering only; col2im (summing overlapping windows) is its transpose
     (x,) = inputs
     if op.get("layout") == "flat":  # (K, N*L) -> the batch layout (N, K, L)
@@ -85,27 +87,19 @@ def _im2col(ns, op, inputs, output, g, needs=None):
     return [ns._op("col2im", [g], shape=tuple(x.shape), **_window(op))]
 
 
-def _col2im(ns, op, inputs, output, g, needs=None):
+def col2im_grad(ns, op, inputs, output, g, needs=None):
     return [ns._op("im2col", [g], layout="batch", **_window(op))]
 
 
-def _not_implemented(ns, op, inputs, output, g, needs=None):
+def second_derivative_not_implemented(ns, op, inputs, output, g, needs=None):
     raise GraphError(f"grad: the second derivative through {op.kind} is not implemented "
                      f"(differentiate the model once, or write the gradient of its "
                      f"backward pass by hand)")
 
 
-def _max_pool2d_backward(ns, op, inputs, output, g, needs=None):
+def max_pool2d_backward_grad(ns, op, inputs, output, g, needs=None):
     # which element wins a window is locally constant in x and y: only the
     # incoming gradient (parent 2) has a derivative, and it is not implemented
     if wants(needs, 2):
-        _not_implemented(ns, op, inputs, output, g, needs)
+        second_derivative_not_implemented(ns, op, inputs, output, g, needs)
     return [None, None, None]
-
-
-GRADIENTS = {"conv2d": _conv2d, "conv2d_backward_input": _conv2d_backward_input,
-             "conv2d_backward_kernel": _conv2d_backward_kernel, "max_pool2d": _max_pool2d,
-             "avg_pool2d": _avg_pool2d, "avg_pool2d_backward": _avg_pool2d_backward,
-             "lrn": _lrn, "max_pool2d_backward": _max_pool2d_backward,
-             "lrn_backward": _not_implemented, "im2col": _im2col, "col2im": _col2im}
-NON_DIFFERENTIABLE: set = set()

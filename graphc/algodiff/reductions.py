@@ -1,12 +1,13 @@
-"""Gradient rules of the reductions and products: ``sum``, ``mean``, ``prod``,
+"""Gradient rules of the reductions and products (given to their kinds by
+:mod:`graphc.ops`): ``sum``, ``mean``, ``prod``,
 ``max``, ``min`` (ties share the gradient evenly), ``matmul`` (1-D promotion,
 batch broadcasting, ``trans_a``/``trans_b``), ``dot`` and two-operand ``einsum``.
 
 >>> import numpy as np, graphc.eager as E
 >>> from graphc.type import Op
 >>> x = np.array([1.0, 3.0, 3.0])
->>> GRADIENTS["max"](E._NS, Op.make("max", axis=None, keepdims=False), [x], np.float64(3.0),
-...                  np.float64(1.0))
+>>> extreme_grad(E._NS, Op.make("max", axis=None, keepdims=False), [x], np.float64(3.0),
+...              np.float64(1.0))
 [array([0. , 0.5, 0.5])]
 """
 from __future__ import annotations
@@ -19,12 +20,12 @@ import numpy as np
 from .common import expand_reduced, fit, wants
 
 
-def _sum(ns, op, inputs, output, g, needs=None):
+def sum_grad(ns, op, inputs, output, g, needs=None):
     (x,) = inputs
     return [ns.broadcast_to(expand_reduced(ns, g, x.shape, op["axis"]), x.shape)]
 
 
-def _mean(ns, op, inputs, output, g, needs=None):
+def mean_grad(ns, op, inputs, output, g, needs=None):
     (x,) = inputs
     axes = op["axis"]
     count = math.prod(x.shape) if axes is None else math.prod(x.shape[a] for a in axes)
@@ -32,7 +33,7 @@ def _mean(ns, op, inputs, output, g, needs=None):
     return [ns.broadcast_to(expand_reduced(ns, g, x.shape, axes), x.shape)]
 
 
-def _prod(ns, op, inputs, output, g, needs=None):
+def prod_grad(ns, op, inputs, output, g, needs=None):
     """The product of the other elements, computed without dividing by zero:
     with one zero in a slice only that element gets a gradient, with two none."""
     (x,) = inputs
@@ -46,7 +47,7 @@ def _prod(ns, op, inputs, output, g, needs=None):
     return [fit(ns, ns.multiply(expand_reduced(ns, g, x.shape, axes), others), x)]
 
 
-def _extreme(ns, op, inputs, output, g, needs=None):
+def extreme_grad(ns, op, inputs, output, g, needs=None):
     """``max``/``min``: the gradient split evenly among the elements equal to the
     result (NaN results give none)."""
     (x,) = inputs
@@ -67,7 +68,7 @@ def _mm(ns, a, b, trans_a=False, trans_b=False):
     return ns._op("matmul", [a, b], **flags)
 
 
-def _matmul(ns, op, inputs, output, g, needs=None):
+def matmul_grad(ns, op, inputs, output, g, needs=None):
     """With ``A``, ``B`` the operands as multiplied (transposed where flagged,
     1-D promoted to a row or a column): ``dA = g B^T``, ``dB = A^T g``, each
     computed as one matmul with transpose flags and summed over broadcast batch
@@ -118,7 +119,7 @@ def einsum_operand_grad(ns, spec: str, other_spec: str, out_spec: str, g, other,
     return ns.where(ns.const(diagonal), result, 0.0)
 
 
-def _einsum(ns, op, inputs, output, g, needs=None):
+def einsum_grad(ns, op, inputs, output, g, needs=None):
     specs, out_spec = op["subscripts"].split("->")
     sa, sb = specs.split(",")
     a, b = inputs
@@ -143,13 +144,11 @@ def dot_subscripts(ndim_a: int, ndim_b: int) -> str:
     return f"{free_a}k,{free_b}k{last}->{free_a}{free_b}{last}"
 
 
-def _dot(ns, op, inputs, output, g, needs=None):
+def dot_grad(ns, op, inputs, output, g, needs=None):
     a, b = inputs
     spec = dot_subscripts(a.ndim, b.ndim)
-    return _einsum(ns, type(op).make("einsum", subscripts=spec), inputs, output, g, needs)
+    return einsum_grad(ns, type(op).make("einsum", subscripts=spec), inputs, output, g, needs)
 
 
-GRADIENTS = {"sum": _sum, "mean": _mean, "prod": _prod, "max": _extreme, "min": _extreme,
-             "matmul": _matmul, "dot": _dot, "einsum": _einsum}
-NON_DIFFERENTIABLE = {"any", "all", "argmax", "argmin"}
-__all__ = ["GRADIENTS", "NON_DIFFERENTIABLE", "einsum_operand_grad", "dot_subscripts"]
+__all__ = ["sum_grad", "mean_grad", "prod_grad", "extreme_grad", "matmul_grad", "dot_grad",
+           "einsum_grad", "einsum_operand_grad", "dot_subscripts"]

@@ -6,8 +6,8 @@ namespace ``ns``, so the same rule emits graph nodes (``graphc.ndarray``) or
 computes arrays (``graphc.eager``). ``NON_DIFFERENTIABLE`` lists the kinds
 that pass no gradient on: leaves, creation and random draws, comparisons and
 logical ops, piecewise-constant maths, integer-valued results. Every kind in
-``KINDS`` is in exactly one of the two (a test checks it, so a new kind needs a
-decision here). ``delay`` has a rule that raises: it wraps Python code.
+``KINDS`` is in exactly one of the two (a test checks it: a new kind's
+definition needs a ``grad``). ``delay`` has a rule that raises: it wraps Python code.
 
 >>> from graphc.type.kinds import KINDS
 >>> sorted(set(KINDS) - set(GRADIENTS) - NON_DIFFERENTIABLE)
@@ -16,25 +16,21 @@ decision here). ``delay`` has a rule that raises: it wraps Python code.
 from __future__ import annotations
 
 from ..type.errors import GraphError
-from . import elementwise, neural, reductions, shaping
+
+#: kind -> gradient rule; filled by the op definitions (:mod:`graphc.ops`, their ``grad``)
+GRADIENTS: dict = {}
+#: kinds that pass no gradient on; filled by the op definitions too
+NON_DIFFERENTIABLE: set = set()
 
 
-def _delay(ns, op, inputs, output, g, needs=None):
+def delay_grad(ns, op, inputs, output, g, needs=None):
+    """A delay runs arbitrary Python code: refused, saying what to do instead."""
     fn = op["fn"]
     name = getattr(fn, "__name__", repr(fn))
     raise GraphError(f"grad: cannot differentiate through delay node calling {name}: it runs "
                      "arbitrary NumPy code with no gradient rule; build that part from "
                      "graphc functions, or keep the delay off the path from the variables "
                      "to the loss")
-
-
-GRADIENTS: dict = {}
-NON_DIFFERENTIABLE: set = {"var", "const", "fill", "random_uniform", "random_normal",
-                           "random_bernoulli"}
-for _module in (elementwise, reductions, shaping, neural):
-    GRADIENTS.update(_module.GRADIENTS)
-    NON_DIFFERENTIABLE |= _module.NON_DIFFERENTIABLE
-GRADIENTS["delay"] = _delay
 
 
 def rule_for(kind: str):

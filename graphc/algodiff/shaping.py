@@ -1,6 +1,6 @@
-"""Gradient rules of the shape ops: reshapes and permutations, joins, basic
-slices, advanced indexing (``gather``, ``take``), ``pad``, ``tile``,
-``repeat``, ``flip``.
+"""Gradient rules of the shape ops (given to their kinds by :mod:`graphc.ops`):
+reshapes and permutations, joins, basic slices, advanced indexing (``gather``,
+``take``), ``pad``, ``tile``, ``repeat``, ``flip``.
 
 A basic slice's gradient is the gradient placed back where the slice came
 from, built from ``flip``, ``pad`` and reshapes (no scatter). Advanced
@@ -10,8 +10,8 @@ dedicated scatter-add kind would bring down to ``O(indices)``.
 
 >>> import numpy as np, graphc.eager as E
 >>> from graphc.type import Op
->>> GRADIENTS["flip"](E._NS, Op.make("flip", axis=(0,)), [np.zeros(3)], None,
-...                   np.array([1.0, 2.0, 3.0]))
+>>> flip_grad(E._NS, Op.make("flip", axis=(0,)), [np.zeros(3)], None,
+...           np.array([1.0, 2.0, 3.0]))
 [array([3., 2., 1.])]
 """
 from __future__ import annotations
@@ -24,19 +24,19 @@ from ..shape.indexing import slice_length
 from .common import fit, unbroadcast, wants
 
 
-def _reshape(ns, op, inputs, output, g, needs=None):
+def reshape_grad(ns, op, inputs, output, g, needs=None):
     return [ns.reshape(g, inputs[0].shape)]
 
 
-def _transpose(ns, op, inputs, output, g, needs=None):
+def transpose_grad(ns, op, inputs, output, g, needs=None):
     return [ns.transpose(g, tuple(int(i) for i in np.argsort(op["axes"])))]
 
 
-def _broadcast_to(ns, op, inputs, output, g, needs=None):
+def broadcast_to_grad(ns, op, inputs, output, g, needs=None):
     return [unbroadcast(ns, g, inputs[0].shape)]
 
 
-def _concatenate(ns, op, inputs, output, g, needs=None):
+def concatenate_grad(ns, op, inputs, output, g, needs=None):
     axis, start, grads = op["axis"], 0, []
     for i, x in enumerate(inputs):
         stop = start + x.shape[axis]
@@ -60,7 +60,7 @@ def _spread(ns, g, axis, step):
     return ns.getitem(g, (slice(None),) * axis + (slice(0, (length - 1) * step + 1),))
 
 
-def _slice(ns, op, inputs, output, g, needs=None):
+def slice_grad(ns, op, inputs, output, g, needs=None):
     """Undo the key axis by axis: new axes dropped, integers re-inserted as size
     1, negative steps flipped, steps > 1 spread with zeros, then one ``pad``."""
     (x,) = inputs
@@ -95,7 +95,7 @@ def _scatter_rows(ns, positions, g, depth):
     return ns.matmul(ns.ravel(g), hot)
 
 
-def _gather(ns, op, inputs, output, g, needs=None):
+def gather_grad(ns, op, inputs, output, g, needs=None):
     """The flat position each result element was read from is the same key
     applied to ``arange(x.size)``; the gradient is scattered to those positions."""
     x, indices = inputs[0], inputs[1:]
@@ -105,7 +105,7 @@ def _gather(ns, op, inputs, output, g, needs=None):
         [None] * len(indices)
 
 
-def _take(ns, op, inputs, output, g, needs=None):
+def take_grad(ns, op, inputs, output, g, needs=None):
     x, indices = inputs
     axis = op["axis"]
     n = x.shape[axis]
@@ -116,31 +116,25 @@ def _take(ns, op, inputs, output, g, needs=None):
     return [ns.reshape(ns.einsum("piq,in->pnq", g3, hot), x.shape), None]
 
 
-def _pad(ns, op, inputs, output, g, needs=None):
+def pad_grad(ns, op, inputs, output, g, needs=None):
     (x,) = inputs
     return [ns.getitem(g, tuple(slice(lo, lo + d)
                                 for (lo, _), d in zip(op["pad_width"], x.shape)))]
 
 
-def _tile(ns, op, inputs, output, g, needs=None):
+def tile_grad(ns, op, inputs, output, g, needs=None):
     (x,) = inputs
     reps = op["reps"]
     g = ns.reshape(g, tuple(v for r, n in zip(reps, x.shape) for v in (r, n)))
     return [ns.reshape(ns.sum(g, axis=tuple(range(0, 2 * x.ndim, 2))), x.shape)]
 
 
-def _repeat(ns, op, inputs, output, g, needs=None):
+def repeat_grad(ns, op, inputs, output, g, needs=None):
     (x,) = inputs
     axis = op["axis"]
     g = ns.reshape(g, x.shape[:axis] + (x.shape[axis], op["repeats"]) + x.shape[axis + 1:])
     return [ns.sum(g, axis=axis + 1)]
 
 
-def _flip(ns, op, inputs, output, g, needs=None):
+def flip_grad(ns, op, inputs, output, g, needs=None):
     return [ns.flip(g, op["axis"])]
-
-
-GRADIENTS = {"reshape": _reshape, "transpose": _transpose, "broadcast_to": _broadcast_to,
-             "concatenate": _concatenate, "slice": _slice, "gather": _gather, "take": _take,
-             "pad": _pad, "tile": _tile, "repeat": _repeat, "flip": _flip}
-NON_DIFFERENTIABLE = {"one_hot"}

@@ -21,6 +21,7 @@ import numpy as np
 
 from .cpu_kernels import SCRATCH_BYTES, build_kernel
 from .planners import ALIGN
+from .program import Program
 
 #: kinds whose kernel only copies its input unchanged: skipped when in place
 _ELIDABLE = frozenset({"reshape", "copy"})
@@ -84,27 +85,15 @@ def _address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-class CpuProgram:
+class CpuProgram(Program):
     """Buffers, views and steps for one compiled graph on the CPU."""
+
+    host_views = True      # values are host arrays: copy_outputs=False may hand out views
 
     def __init__(self, graph, live, plan, seed=None, scratch_slots: int = 1):
         self.ctx = RunContext(seed, scratch_slots)
-        self.buffers = [aligned_bytes(size) for size in plan.buffers]
-        # np.empty: run() refuses to start before every variable has been set
-        self.variables = {v.name: np.empty(v.shape, v.dtype) for v in graph.inputs}
-        values = {id(v): self.variables[v.name] for v in graph.inputs}
-        for n in graph.order:
-            if n.op.kind == "const":
-                values[id(n)] = n.value
-        for n in live.steps:
-            if id(n) in live.external:
-                values[id(n)] = self.variables[live.external[id(n)]]
-                continue
-            buf, off = plan.place[id(n)]
-            raw = self.buffers[buf][off:off + n.nbytes]
-            values[id(n)] = raw.view(n.dtype).reshape(n.shape)
-        self.values = values
-        # kernels[i] computes live.steps[i]; None where the step is elided
+        self.bind(graph, live, plan)
+        values = self.values
         self.kernels = []
         self.scratch_slots = []   # the scratch slots kernels[i] works in
         for n in live.steps:
@@ -120,18 +109,15 @@ class CpuProgram:
         self.steps = [k for k in self.kernels if k is not None]
         self.elided = len(self.kernels) - len(self.steps)
 
-    host_views = True      # values are host arrays: copy_outputs=False may hand out views
+    def buffer(self, size: int) -> np.ndarray:
+        return aligned_bytes(size)
+
+    def empty(self, shape, dtype) -> np.ndarray:
+        return np.empty(shape, dtype)
+
+    def constant(self, array: np.ndarray) -> np.ndarray:
+        return array
 
     def to_host(self, array: np.ndarray) -> np.ndarray:
         """A copy of one of this program's arrays (they already are NumPy arrays)."""
         return array.copy()
-
-    def empty_like(self, array: np.ndarray) -> np.ndarray:
-        """An uninitialised array of ``array``'s shape and dtype (where a run keeps
-        the values it may have to put back)."""
-        return np.empty(array.shape, array.dtype)
-
-    def execute(self) -> None:
-        """Run every step in the planned order."""
-        for step in self.steps:
-            step()

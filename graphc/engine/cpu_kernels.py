@@ -1,4 +1,5 @@
-"""NumPy kernels, one entry per op kind.
+"""NumPy kernels: the builders the op definitions (:mod:`graphc.ops`) give their
+kinds, and :data:`KERNELS`, the table they fill.
 
 A kernel *builder* takes ``(op, inputs, out, ctx)`` (input arrays, the
 pre-allocated output array, the run context) and returns a callable of no
@@ -22,8 +23,8 @@ import numpy as np
 
 from ..shape.indexing import decode_basic, decode_with_arrays
 from ..type.errors import GraphcError
-from ..type.kinds import KINDS, reference_function
-from .neural_kernels import NEURAL_KERNELS
+from ..type.kinds import reference_function
+from .strategy import SCRATCH_BYTES, stream_chunk
 
 
 class KernelError(GraphcError, RuntimeError):
@@ -34,33 +35,33 @@ class KernelError(GraphcError, RuntimeError):
 _KEYWORD_OUT = frozenset({"maximum", "minimum"})
 
 
-def _ufunc(op, ins, out, ctx):
+def ufunc(op, ins, out, ctx):
     # positional out is ~0.17 us cheaper per call, which matters for tiny arrays
     if op.kind in _KEYWORD_OUT:
         return partial(reference_function(op.kind), *ins, out=out)
     return partial(reference_function(op.kind), *ins, out)
 
 
-def _relu(op, ins, out, ctx):
+def relu(op, ins, out, ctx):
     # a zero of x's own dtype: a Python 0 would promote bool to int64
     return partial(np.maximum, ins[0], ins[0].dtype.type(0), out=out)
 
 
-def _round(op, ins, out, ctx):
+def round_(op, ins, out, ctx):
     if ins[0].dtype.kind in "fc":
         return partial(np.rint, ins[0], out)
     return partial(np.copyto, out, ins[0])
 
 
-def _copy(op, ins, out, ctx):
+def copy(op, ins, out, ctx):
     return partial(np.copyto, out, ins[0], casting="unsafe")
 
 
-def _clip(op, ins, out, ctx):
+def clip(op, ins, out, ctx):
     return partial(np.clip, ins[0], op["lo"], op["hi"], out=out)
 
 
-def _where(op, ins, out, ctx):
+def where(op, ins, out, ctx):
     cond, a, b = ins
 
     def where():
@@ -69,21 +70,21 @@ def _where(op, ins, out, ctx):
     return where
 
 
-def _reduction(op, ins, out, ctx):
+def reduction(op, ins, out, ctx):
     return partial(reference_function(op.kind), ins[0], axis=op["axis"], out=out,
                    keepdims=op["keepdims"])
 
 
-def _arg_reduction(op, ins, out, ctx):
+def arg_reduction(op, ins, out, ctx):
     axis = None if op["axis"] is None else op["axis"][0]
     return partial(reference_function(op.kind), ins[0], axis, out, keepdims=op["keepdims"])
 
 
-def _binary_positional(op, ins, out, ctx):  # matmul, dot: out is the third argument
-    return partial(reference_function(op.kind), ins[0], ins[1], out)
+def dot(op, ins, out, ctx):  # out is the third argument
+    return partial(np.dot, ins[0], ins[1], out)
 
 
-def _einsum(op, ins, out, ctx):
+def einsum(op, ins, out, ctx):
     # The optimised path contracts operands in their own dtypes before promoting:
     # a bool operand is summed as logical-or (",f->" of 1.0 and [True, True] gives 1,
     # not 2) and a float32 one in float32 for a float64 result. Mixed dtypes take
@@ -99,11 +100,19 @@ def _view_copy(view_of):
     return build
 
 
-def _concatenate(op, ins, out, ctx):
+reshape = _view_copy(lambda op, x, out: x.reshape(out.shape))
+transpose = _view_copy(lambda op, x, out: x.transpose(op["axes"]))
+broadcast_to = _view_copy(lambda op, x, out: x)
+# the trailing Ellipsis keeps a 0-d result a view (x[0] of a 1-D x is a scalar copy)
+slice_ = _view_copy(lambda op, x, out: x[decode_basic(op["key"]) + (Ellipsis,)])
+flip = _view_copy(lambda op, x, out: np.flip(x, op["axis"]))
+
+
+def concatenate(op, ins, out, ctx):
     return partial(np.concatenate, tuple(ins), axis=op["axis"], out=out)
 
 
-def _gather(op, ins, out, ctx):
+def gather(op, ins, out, ctx):
     key = decode_with_arrays(op["key"], dict(enumerate(ins)))
     x = ins[0]
 
@@ -112,11 +121,11 @@ def _gather(op, ins, out, ctx):
     return gather
 
 
-def _take(op, ins, out, ctx):
+def take(op, ins, out, ctx):
     return partial(np.take, ins[0], ins[1], op["axis"], out)
 
 
-def _pad(op, ins, out, ctx):
+def pad(op, ins, out, ctx):
     interior = out[tuple(slice(lo, lo + d) for (lo, _), d in zip(op["pad_width"], ins[0].shape))]
     value, x = op["value"], ins[0]
 
@@ -126,7 +135,7 @@ def _pad(op, ins, out, ctx):
     return pad
 
 
-def _tile(op, ins, out, ctx):
+def tile(op, ins, out, ctx):
     x, reps = ins[0], op["reps"]
     # out viewed as (r0, n0, r1, n1, ...) receives x viewed as (1, n0, 1, n1, ...)
     dst = out.reshape(tuple(v for r, n in zip(reps, x.shape) for v in (r, n)))
@@ -134,7 +143,7 @@ def _tile(op, ins, out, ctx):
     return partial(np.copyto, dst, src)
 
 
-def _repeat(op, ins, out, ctx):
+def repeat(op, ins, out, ctx):
     x, axis, r = ins[0], op["axis"], op["repeats"]
     dst = out.reshape(x.shape[:axis] + (x.shape[axis], r) + x.shape[axis + 1:])
     src = x.reshape(x.shape[:axis] + (x.shape[axis], 1) + x.shape[axis + 1:])
@@ -145,7 +154,7 @@ class LabelOutOfRange(KernelError, IndexError):
     """A label fed to ``one_hot`` at run time outside ``[0, depth)``."""
 
 
-def _one_hot(op, ins, out, ctx):
+def one_hot(op, ins, out, ctx):
     labels, depth = ins[0], op["depth"]
     classes, column = np.arange(depth, dtype=labels.dtype), labels[..., None]
     # seen as unsigned, a negative label is larger than any depth: one pass finds both
@@ -164,11 +173,11 @@ def _one_hot(op, ins, out, ctx):
     return one_hot
 
 
-def _fill(op, ins, out, ctx):
+def fill(op, ins, out, ctx):
     return partial(out.fill, op["value"])
 
 
-def _random_uniform(op, ins, out, ctx):
+def random_uniform(op, ins, out, ctx):
     low, span = op["low"], op["high"] - op["low"]
 
     def uniform():
@@ -178,7 +187,7 @@ def _random_uniform(op, ins, out, ctx):
     return uniform
 
 
-def _random_normal(op, ins, out, ctx):
+def random_normal(op, ins, out, ctx):
     loc, scale = op["loc"], op["scale"]
 
     def normal():
@@ -188,7 +197,7 @@ def _random_normal(op, ins, out, ctx):
     return normal
 
 
-def _random_bernoulli(op, ins, out, ctx):
+def random_bernoulli(op, ins, out, ctx):
     p = op["p"]
 
     def bernoulli():
@@ -197,7 +206,7 @@ def _random_bernoulli(op, ins, out, ctx):
     return bernoulli
 
 
-def _delay(op, ins, out, ctx):
+def delay(op, ins, out, ctx):
     fn = op["fn"]
     name = getattr(fn, "__name__", repr(fn))
 
@@ -211,28 +220,7 @@ def _delay(op, ins, out, ctx):
     return delay
 
 
-_FAMILY = {"unary": _ufunc, "binary": _ufunc, "reduction": _reduction}
-
-#: kind -> kernel builder; kinds not named take their family's builder
-KERNELS = {k: _FAMILY[v.family] for k, v in KINDS.items() if v.family in _FAMILY}
-KERNELS.update({
-    "relu": _relu, "round": _round, "astype": _copy, "copy": _copy, "clip": _clip,
-    "where": _where, "argmax": _arg_reduction, "argmin": _arg_reduction,
-    "matmul": _binary_positional, "dot": _binary_positional, "einsum": _einsum,
-    "reshape": _view_copy(lambda op, x, out: x.reshape(out.shape)),
-    "transpose": _view_copy(lambda op, x, out: x.transpose(op["axes"])),
-    "broadcast_to": _view_copy(lambda op, x, out: x),
-    # the trailing Ellipsis keeps a 0-d result a view (x[0] of a 1-D x is a scalar copy)
-    "slice": _view_copy(lambda op, x, out: x[decode_basic(op["key"]) + (Ellipsis,)]),
-    "flip": _view_copy(lambda op, x, out: np.flip(x, op["axis"])),
-    "concatenate": _concatenate, "gather": _gather, "take": _take, "pad": _pad,
-    "tile": _tile, "repeat": _repeat, "one_hot": _one_hot, "fill": _fill,
-    "random_uniform": _random_uniform, "random_normal": _random_normal,
-    "random_bernoulli": _random_bernoulli, "delay": _delay,
-})
-
-
-def _matmul(op, ins, out, ctx):
+def matmul(op, ins, out, ctx):
     a, b = ins
     # a transposed operand is a strided view: BLAS reads it without a copy
     if op.get("trans_a"):
@@ -240,10 +228,6 @@ def _matmul(op, ins, out, ctx):
     if op.get("trans_b"):
         b = b.swapaxes(-1, -2)
     return partial(np.matmul, a, b, out)
-
-
-#: bytes of the scratch a streamed kernel works in (a chunk of every dtype fits)
-SCRATCH_BYTES = 1 << 19
 
 
 def _scratch(ctx, nbytes):
@@ -269,7 +253,7 @@ def _flat_chunks(arrays, out, chunk):
             for i in range(0, n, chunk)]
 
 
-def _fma(op, ins, out, ctx):
+def fma(op, ins, out, ctx):
     a, b, c = ins
     if np.shares_memory(out, c) and out.flags.c_contiguous:
         # writing a*b first would destroy c: stream it through a small scratch
@@ -282,7 +266,7 @@ def _fma(op, ins, out, ctx):
                 t = tmp[:po.size]
                 calls += [partial(np.multiply, pa, pb, t), partial(np.add, pc, t, po)]
             return _run_calls(calls)
-        # never planned so (liveness._streams_over); kept correct for direct callers
+        # never planned so (strategy.streams_over_addend); kept correct for direct callers
         product = np.empty(out.shape, out.dtype)
 
         def fma_via_temporary():
@@ -305,7 +289,7 @@ def _run_calls(calls):
     return run
 
 
-def _fused_adagrad(op, ins, out, ctx):
+def fused_adagrad(op, ins, out, ctx):
     (v,), lr, eps = ins, op["lr"], op["eps"]
 
     def fused_adagrad():
@@ -315,12 +299,11 @@ def _fused_adagrad(op, ins, out, ctx):
     return fused_adagrad
 
 
-def _fused_streamed(op, ins, out, ctx):
+def _fused_streamed(op, ins, out, ctx, chunk):
     """The program run chunk by chunk: each chunk's instructions work in a small
     scratch that stays in cache, and only the last writes the chunk of ``out``. Every
     input of a chunk is read before that chunk of ``out`` is written, so ``out`` may
-    share memory with any full-size input (the fusion pass marks them all)."""
-    chunk = op["stream"]
+    share memory with any full-size input (:func:`.strategy.fused_overwritable`)."""
     pieces = _flat_chunks(ins, out, chunk)
     if pieces is None or not out.flags.c_contiguous:
         raise ValueError(f"fused: a streamed program needs contiguous inputs of {out.size} or 1 "
@@ -337,10 +320,13 @@ def _fused_streamed(op, ins, out, ctx):
     return _run_calls(calls)
 
 
-def _fused(op, ins, out, ctx):
-    """Each instruction writes into ``out``; ``("acc",)`` reads the running value."""
-    if op.get("stream"):
-        return _fused_streamed(op, ins, out, ctx)
+def fused(op, ins, out, ctx):
+    """Each instruction writes into ``out``; ``("acc",)`` reads the running value.
+    Large programs stream (:func:`.strategy.stream_chunk` decides, as it decided what
+    liveness let the node write over)."""
+    chunk = stream_chunk(out.shape, [a.shape for a in ins], out.dtype.itemsize)
+    if chunk:
+        return _fused_streamed(op, ins, out, ctx, chunk)
     steps = []
     for inner, args in op["program"]:
         arrays = [out if a[0] == "acc" else ins[a[1]] for a in args]
@@ -359,9 +345,8 @@ def _fused(op, ins, out, ctx):
     return fused
 
 
-KERNELS.update({"matmul": _matmul, "fma": _fma, "fused_adagrad": _fused_adagrad,
-                "fused": _fused})
-KERNELS.update(NEURAL_KERNELS)
+#: kind -> kernel builder, filled by the op definitions (:mod:`graphc.ops`)
+KERNELS: dict = {}
 
 
 def build_kernel(op, ins, out, ctx):

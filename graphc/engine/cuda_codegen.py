@@ -94,65 +94,42 @@ C_TYPES = {"float32": ("float", "f32", "f"), "float64": ("double", "f64", "f"),
 _UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
 
 
-def _math(name):  # a <math.h> function: expf for float32, exp for float64
-    return {"f": name + "{m}(" + ", ".join(f"{{{k}}}" for k in range(_ARITY.get(name, 1)))
-            + ")"}
+def math_call(name: str) -> dict:
+    """The template of a ``<math.h>`` function for floats: ``expf`` for float32,
+    ``exp`` for float64.
+
+    >>> math_call("atan2")
+    {'f': 'atan2{m}({0}, {1})'}
+    """
+    arity = _ARITY.get(name, 1)
+    return {"f": name + "{m}(" + ", ".join(f"{{{k}}}" for k in range(arity)) + ")"}
 
 
 _ARITY = {"atan2": 2, "hypot": 2, "pow": 2}
-_WRAP = "({T})(({U}){0} {op} ({U}){1})"  # integer + - * wrap around, as in NumPy
-_SAME = {c: "{0}" for c in "fib"}
-_IDENTITY_INT = {"i": "{0}", "b": "{0}"}
+#: integer ``+ - *`` wrap around, as in NumPy (computed unsigned): ``wrapping("+")``
+WRAP = "({T})(({U}){0} {op} ({U}){1})"
+#: the operand unchanged, for every compute class
+SAME = {c: "{0}" for c in "fib"}
+#: integers and booleans unchanged (floor, ceil, round of an exact value)
+IDENTITY_EXACT = {"i": "{0}", "b": "{0}"}
+
+
+def wrapping(operator: str) -> str:
+    """The integer template of a wrapping ``+``, ``-`` or ``*``."""
+    return WRAP.replace("{op}", operator)
+
+
+def every_class(template: str) -> dict:
+    """``template`` for floats, integers and booleans alike."""
+    return {c: template for c in "fib"}
+
 
 #: op kind -> C expression template per compute class ("f", "i", "b"); placeholders:
 #: {0} {1} {2} operands (already of the compute type), {T} its C type, {U} the
 #: unsigned type of an integer, {m} "f" for float32 math, {s} the helper suffix,
-#: {lr} {eps} {lo} {hi} literals of the op's attributes. A missing class is unsupported.
-C_EXPRESSIONS = {
-    "add": {"f": "{0} + {1}", "i": _WRAP.replace("{op}", "+"), "b": "{0} || {1}"},
-    "subtract": {"f": "{0} - {1}", "i": _WRAP.replace("{op}", "-")},
-    "multiply": {"f": "graphc_mul_{s}({0}, {1})", "i": _WRAP.replace("{op}", "*"),
-                 "b": "{0} && {1}"},
-    "divide": {"f": "{0} / {1}"},
-    "floor_divide": {"f": "graphc_floor_divide_{s}({0}, {1})"},
-    "remainder": {"f": "graphc_remainder_{s}({0}, {1})"},
-    "power": _math("pow"), "arctan2": _math("atan2"), "hypot": _math("hypot"),
-    "maximum": {c: "graphc_max_{s}({0}, {1})" for c in "fib"},
-    "minimum": {c: "graphc_min_{s}({0}, {1})" for c in "fib"},
-    "equal": {c: "{0} == {1}" for c in "fib"},
-    "not_equal": {c: "{0} != {1}" for c in "fib"},
-    "less": {c: "{0} < {1}" for c in "fib"},
-    "less_equal": {c: "{0} <= {1}" for c in "fib"},
-    "greater": {c: "{0} > {1}" for c in "fib"},
-    "greater_equal": {c: "{0} >= {1}" for c in "fib"},
-    "logical_and": {"b": "{0} && {1}"}, "logical_or": {"b": "{0} || {1}"},
-    "logical_xor": {"b": "{0} != {1}"}, "logical_not": {"b": "!{0}"},
-    "negative": {"f": "-{0}", "i": "({T})(({U})0 - ({U}){0})"},
-    "absolute": {"f": "fabs{m}({0})", "i": "{0} < 0 ? ({T})(({U})0 - ({U}){0}) : {0}",
-                 "b": "{0}"},
-    "sign": {"f": "{0} > 0 ? ({T})1 : ({0} < 0 ? ({T})-1 : ({0} == 0 ? ({T})0 : {0}))",
-             "i": "({T})(({0} > 0) - ({0} < 0))"},
-    "square": {"f": "graphc_mul_{s}({0}, {0})", "i": "({T})(({U}){0} * ({U}){0})"},
-    "reciprocal": {"f": "({T})1 / {0}"},
-    **{k: _math(k) for k in ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan",
-                             "tanh", "erf"]},
-    "floor": {**_math("floor"), **_IDENTITY_INT}, "ceil": {**_math("ceil"), **_IDENTITY_INT},
-    "round": {**_math("rint"), **_IDENTITY_INT},
-    # scipy.special.expit's formula: 1 / (1 + exp(-x)) in the input's precision
-    "sigmoid": {"f": "({T})1 / (({T})1 + exp{m}(-{0}))"},
-    "relu": {c: "graphc_max_{s}({0}, ({T})0)" for c in "fib"},
-    "astype": _SAME, "copy": _SAME,
-    "clip": {c: "graphc_clip_{s}({0}, {lo}, {hi})" for c in "fib"},
-    "where": {c: "{0} ? {1} : {2}" for c in "fib"},
-    # two roundings, as the CPU's multiply-then-add (never a contracted FMA)
-    "fma": {"f": "graphc_mul_{s}({0}, {1}) + {2}",
-            "i": "({T})(({U}){0} * ({U}){1} + ({U}){2})"},
-    "fused_adagrad": {"f": "{lr} / sqrt{m}({0} + {eps})"},
-    "fused": {},  # a program of the kinds above: see elementwise_kernel
-}
-_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater",
-                          "greater_equal"})
-_LOGICAL = frozenset({"logical_and", "logical_or", "logical_xor", "logical_not"})
+#: {lr} {eps} {lo} {hi} literals of the op's attributes. A missing class is
+#: unsupported. Filled by the op definitions (:mod:`graphc.ops`, their ``expr``).
+C_EXPRESSIONS: dict = {}
 
 
 @dataclass(frozen=True)
@@ -211,9 +188,9 @@ def _expression(op, operands, dtypes, out) -> str:
     if KINDS[kind].arity is not None and KINDS[kind].arity != len(operands):
         raise ValueError(f"cuda_codegen: {kind} takes {KINDS[kind].arity} operands, "
                          f"got {len(operands)}")
-    if kind in _COMPARISONS:
+    if KINDS[kind].comparison:
         compute = _dtype_name(kind, np.result_type(*dtypes))
-    elif kind in _LOGICAL:
+    elif KINDS[kind].logical:
         compute = "bool"
     else:
         compute = out

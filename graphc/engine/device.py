@@ -26,14 +26,12 @@ from functools import partial
 import numpy as np
 
 from ..type.errors import DeviceError
-from ..type.kinds import KINDS
+from ..type.kinds import is_elementwise
 from .cpu import RunContext
 from .cpu_kernels import build_kernel
+from .program import Program
 from . import cuda_window as window
 from .cuda_codegen import elementwise_kernel, supported
-
-#: families whose nodes become one generated kernel each
-ELEMENTWISE = frozenset({"unary", "binary", "ternary", "fused"})
 
 #: kinds the device program cannot run yet, and why (said in the error)
 UNSUPPORTED = {"random_uniform": "draws on the host generator",
@@ -42,27 +40,14 @@ UNSUPPORTED = {"random_uniform": "draws on the host generator",
                "delay": "calls back into Python with host arrays"}
 
 
-class DeviceProgram:
+class DeviceProgram(Program):
     """Buffers, views and steps of one compiled graph in ``xp``'s memory."""
 
     host_views = False      # outputs always come back as host copies
 
     def __init__(self, graph, live, plan, backend, seed=None):
-        xp = backend.xp
-        self.xp, self.ctx = xp, RunContext(seed)
-        self.buffers = [xp.empty(size, dtype=np.uint8) for size in plan.buffers]
-        self.variables = {v.name: xp.empty(v.shape, dtype=v.dtype) for v in graph.inputs}
-        values = {id(v): self.variables[v.name] for v in graph.inputs}
-        for n in graph.order:
-            if n.op.kind == "const":
-                values[id(n)] = xp.asarray(n.value)
-        for n in live.steps:
-            if id(n) in live.external:
-                values[id(n)] = self.variables[live.external[id(n)]]
-                continue
-            buf, off = plan.place[id(n)]
-            values[id(n)] = self.buffers[buf][off:off + n.nbytes].view(n.dtype).reshape(n.shape)
-        self.values = values
+        self.xp, self.ctx = backend.xp, RunContext(seed)
+        self.bind(graph, live, plan)
         self.kernels, self.scratch_slots = [], []
         self.generated = 0             # steps that are one generated kernel each
         for n in live.steps:
@@ -70,6 +55,15 @@ class DeviceProgram:
             self.scratch_slots.append([])
         self.steps = [k for k in self.kernels if k is not None]
         self.elided = 0
+
+    def buffer(self, size: int):
+        return self.xp.empty(size, dtype=np.uint8)
+
+    def empty(self, shape, dtype):
+        return self.xp.empty(shape, dtype=dtype)
+
+    def constant(self, array):
+        return self.xp.asarray(array)
 
     def _kernel(self, node, backend):
         kind = node.op.kind
@@ -80,7 +74,7 @@ class DeviceProgram:
         out = self.values[id(node)]
         dtypes = [p.dtype.name for p in node.parents]
         shapes = [p.shape for p in node.parents]
-        if KINDS[kind].family in ELEMENTWISE and supported(node.op, dtypes, node.dtype.name):
+        if is_elementwise(kind) and supported(node.op, dtypes, node.dtype.name):
             kernel = backend.elementwise(elementwise_kernel(node.op, dtypes, node.dtype.name))
             self.generated += 1
             return partial(kernel, *ins, out)
@@ -101,13 +95,3 @@ class DeviceProgram:
         """A host (NumPy) copy of a device array."""
         asnumpy = getattr(self.xp, "asnumpy", None)
         return asnumpy(array) if asnumpy is not None else np.array(array, copy=True)
-
-    def empty_like(self, array):
-        """An uninitialised array of ``array``'s shape and dtype in this program's
-        memory (where a run keeps the values it may have to put back)."""
-        return self.xp.empty(array.shape, dtype=array.dtype)
-
-    def execute(self) -> None:
-        """Run every step in the planned order."""
-        for step in self.steps:
-            step()

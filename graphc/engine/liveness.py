@@ -17,12 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..type.kinds import KINDS, may_overwrite
+from ..type.kinds import KINDS, MIN_INPLACE_SIZE, is_leaf
+from .strategy import may_overwrite, streams_over_addend
 from .concurrency import Concurrency
-
-#: kinds that own their memory and are never planned
-UNPLANNED = frozenset({"var", "const"})
-
 
 @dataclass
 class Liveness:
@@ -84,10 +81,7 @@ def _may_alias(node, parent) -> bool:
         return False
     if node.op.kind == "reshape":
         return parent.nbytes == node.nbytes
-    # NumPy (2.x) leaves its fast loop when a one-element output exactly overlaps
-    # its input (it treats size 1 as stride 0), costing ~0.45 us a call: measured
-    # in benchmarks/overhead.py. One element saves no memory worth that.
-    return parent.shape == node.shape and node.size > 1
+    return parent.shape == node.shape and node.size >= MIN_INPLACE_SIZE
 
 
 def kept_values(graph, keep) -> set[int]:
@@ -102,19 +96,11 @@ def kept_values(graph, keep) -> set[int]:
         kind = n.op.kind
         if kind == "var":
             steady[id(n)] = n.name in keep
-        elif kind == "const":
+        elif is_leaf(kind):
             steady[id(n)] = True
         else:
             steady[id(n)] = not KINDS[kind].stateful and all(steady[id(p)] for p in n.parents)
-    return {id(n) for n in graph.order if n.op.kind not in UNPLANNED and steady[id(n)]}
-
-
-def _streams_over(node, position) -> bool:
-    """An ``fma`` writing over its addend ``c``: its kernel then streams chunk by
-    chunk through a small scratch, which needs ``a`` and ``b`` full-size or single
-    elements (an AdaGrad accumulator ``v + g * g`` updated into ``v``)."""
-    return (node.op.kind == "fma" and position == 2
-            and all(p.size in (node.size, 1) for p in node.parents[:2]))
+    return {id(n) for n in graph.order if not is_leaf(n.op.kind) and steady[id(n)]}
 
 
 def last_fallible_step(steps) -> int:
@@ -163,7 +149,7 @@ def into_variables(graph, steps, step_of, concurrency=None,
                 var_readers.setdefault(id(p), []).append(step_of[id(n)])
     chosen = {}
     for var, value in graph.updates:
-        if (value.op.kind in UNPLANNED or id(value) in outputs or id(var) in outputs
+        if (is_leaf(value.op.kind) or id(value) in outputs or id(var) in outputs
                 or id(var) in sources or sources[id(value)] > 1
                 or value.shape != var.shape or value.dtype != var.dtype):
             continue
@@ -171,7 +157,8 @@ def into_variables(graph, steps, step_of, concurrency=None,
         if step < first_safe:
             continue  # a later step may raise after the variable was overwritten
         if read > step or read == step and not all(
-                (may_overwrite(value.op, k) or _streams_over(value, k)) and _may_alias(value, var)
+                (may_overwrite(value, k) or streams_over_addend(value, k))
+                and _may_alias(value, var)
                 for k, p in enumerate(value.parents) if p is var):
             continue
         if concurrency is not None and not all(
@@ -189,7 +176,7 @@ def analyse(graph, keep=(), concurrent: bool = False) -> Liveness:
     allow: ``live.concurrency`` holds the happens-before facts the planners
     then respect, and a node overwrites a parent in place only when every
     other reader of that parent surely ran before it."""
-    steps = [n for n in graph.order if n.op.kind not in UNPLANNED]
+    steps = [n for n in graph.order if not is_leaf(n.op.kind)]
     step_of = {id(n): i for i, n in enumerate(steps)}
     pinned = {id(n) for n in graph.outputs} | {id(v) for _, v in graph.updates}
     kept = kept_values(graph, keep) if keep else set()
@@ -218,7 +205,7 @@ def analyse(graph, keep=(), concurrent: bool = False) -> Liveness:
         allowed = []
         for pos, p in enumerate(n.parents):
             if (id(p) in step_of and last_use[id(p)] == i and _may_alias(n, p)
-                    and all(may_overwrite(n.op, k) for k, q in enumerate(n.parents) if q is p)
+                    and all(may_overwrite(n, k) for k, q in enumerate(n.parents) if q is p)
                     and not any(q is p for q in allowed)
                     and (order is None or order.readers_before(step_of[id(p)], i))):
                 allowed.append(p)

@@ -16,7 +16,7 @@ allocated once per build, so a compiled step allocates nothing per run.
 >>> op = Op.make("max_pool2d", kernel=(2, 2), stride=(2, 2), padding=((0, 0), (0, 0)),
 ...              ceil_mode=False)
 >>> x, out = np.arange(16.0).reshape(1, 1, 4, 4), np.empty((1, 1, 2, 2))
->>> NEURAL_KERNELS["max_pool2d"](op, [x], out, None)(); out[0, 0]
+>>> max_pool2d(op, [x], out, None)(); out[0, 0]
 array([[ 5.,  7.],
        [13., 15.]])
 """
@@ -181,14 +181,14 @@ def col2im_steps(cols, out, kernel, op, out_hw):
     return steps
 
 
-def _im2col(op, ins, out, ctx):
+def im2col(op, ins, out, ctx):
     x = ins[0]
     kernel = op["kernel"]
     return _run_all(im2col_steps(x, out, kernel, op, _conv_hw(x.shape[2:], kernel, op),
                                  op["layout"]))
 
 
-def _col2im(op, ins, out, ctx):
+def col2im(op, ins, out, ctx):
     kernel = op["kernel"]
     return _run_all(col2im_steps(ins[0], out, kernel, op,
                                  _conv_hw(out.shape[2:], kernel, op)))
@@ -292,7 +292,7 @@ def _accumulate(out, taps, combine, first_value):
     return [start if start is not None else partial(out.fill, first_value)] + steps
 
 
-def _max_pool2d(op, ins, out, ctx):
+def max_pool2d(op, ins, out, ctx):
     x = ins[0]
     taps = [(region, x[..., rows, cs]) for _, _, region, rows, cs in
             _pool_taps(op, x.shape, out.shape)]
@@ -300,7 +300,7 @@ def _max_pool2d(op, ins, out, ctx):
                                 -np.inf))
 
 
-def _max_pool2d_backward(op, ins, out, ctx):
+def max_pool2d_backward(op, ins, out, ctx):
     """Per tap in row-major order: cells equal to their window's maximum and not yet
     claimed by an earlier tap take the window's gradient. A window whose maximum is
     NaN (NaN wins max pooling, as in ``np.max``) sends it to its first NaN; that
@@ -333,7 +333,7 @@ def _max_pool2d_backward(op, ins, out, ctx):
     return max_pool2d_backward
 
 
-def _avg_pool2d(op, ins, out, ctx):
+def avg_pool2d(op, ins, out, ctx):
     x = ins[0]
     counts = _pool_counts(op, x.shape[2:], out.shape[2:], out.dtype)
     taps = [(region, x[..., rows, cs]) for _, _, region, rows, cs in
@@ -342,7 +342,7 @@ def _avg_pool2d(op, ins, out, ctx):
     return _run_all(steps + [partial(np.divide, out, counts, out)])
 
 
-def _avg_pool2d_backward(op, ins, out, ctx):
+def avg_pool2d_backward(op, ins, out, ctx):
     g = ins[0]
     counts = _pool_counts(op, out.shape[2:], g.shape[2:], out.dtype)
     share = np.empty(g.shape, g.dtype)
@@ -374,7 +374,7 @@ def _lrn_window(size):
     return range(-(size // 2), (size - 1) // 2 + 1)
 
 
-def _lrn(op, ins, out, ctx):
+def lrn(op, ins, out, ctx):
     """``x / (k + alpha / size * sum of x^2 over the window) ** beta``."""
     x = ins[0]
     size, alpha, beta, k = op["size"], op["alpha"], op["beta"], op["k"]
@@ -386,7 +386,7 @@ def _lrn(op, ins, out, ctx):
     return _run_all(steps)
 
 
-def _lrn_backward(op, ins, out, ctx):
+def lrn_backward(op, ins, out, ctx):
     """With ``D = k + alpha / size * S`` (``S`` the window sums of squares):
     ``dx_j = g_j D_j^-beta - 2 alpha beta / size * x_j * sum over the windows c that
     hold j of g_c x_c D_c^(-beta-1)``."""
@@ -404,13 +404,3 @@ def _lrn_backward(op, ins, out, ctx):
     steps += [partial(np.multiply, b, x, b), partial(np.multiply, b, 2.0 * alpha * beta / size, b),
               partial(np.subtract, out, b, out)]
     return _run_all(steps)
-
-
-#: kind -> kernel builder, merged into :data:`graphc.engine.cpu_kernels.KERNELS`
-NEURAL_KERNELS = {
-    "conv2d": _conv2d, "conv2d_backward_input": _conv2d_backward_input,
-    "conv2d_backward_kernel": _conv2d_backward_kernel, "max_pool2d": _max_pool2d,
-    "max_pool2d_backward": _max_pool2d_backward, "avg_pool2d": _avg_pool2d,
-    "avg_pool2d_backward": _avg_pool2d_backward, "lrn": _lrn, "lrn_backward": _lrn_backward,
-    "im2col": _im2col, "col2im": _col2im,
-}

@@ -195,6 +195,10 @@ def _table() -> dict[str, Rebuild]:
         "lrn": Rebuild(("alpha", "beta", "k", "size"), lambda ps, a: NS.lrn(*ps, **a)),
         "lrn_backward": Rebuild(("alpha", "beta", "k", "size"),
                                 lambda ps, a: NS.lrn_backward(*ps, **a)),
+        "upsample_nearest2d": Rebuild(("scale",),
+                                      lambda ps, a: NS.upsample_nearest2d(*ps, a["scale"])),
+        "upsample_nearest2d_backward": Rebuild(("scale",), lambda ps, a:
+                                               NS.upsample_nearest2d_backward(*ps, a["scale"])),
     })
     for name in ("sum", "prod", "max", "min", "mean", "any", "all"):
         table[name] = Rebuild(("axis", "keepdims"), lambda ps, a, f=getattr(NS, name): f(

@@ -10,8 +10,7 @@ are in :mod:`graphc.onnx.export_shape`.
 
 Example::
 
-    @exporter("exp")
-    def _exp(ctx, op, ins, out):
+        def _exp(ctx, op, ins, out):
         return ctx.op("Exp", [ctx.cast(ins[0], out.dtype)], out=out.name)
 """
 from __future__ import annotations
@@ -24,34 +23,11 @@ import numpy as np
 from .errors import OnnxUnsupported
 from .export import Value
 
-#: kind -> exporter function
+#: kind -> exporter function; filled by the op definitions (:mod:`graphc.ops`, their ``onnx``)
 EXPORTERS: dict = {}
 
-#: kind -> why it cannot be exported (for the error message)
-REFUSED = {
-    **{k: "a random draw, redrawn on every run; ONNX export covers deterministic inference "
-          "graphs" for k in ("random_uniform", "random_normal", "random_bernoulli")},
-    "delay": "it calls a Python function, which ONNX cannot hold",
-    **{k: "a gradient (training) op; ONNX export covers inference graphs"
-       for k in ("conv2d_backward_input", "conv2d_backward_kernel", "max_pool2d_backward",
-                 "avg_pool2d_backward", "lrn_backward")},
-    **{k: "made by the optimiser's lowering; export the graph as written (Executable.source)"
-       for k in ("im2col", "col2im")},
-}
-
-
-def exporter(*kinds: str):
-    """Register the decorated function as the exporter of each of ``kinds``.
-
-    Example: ``@exporter("tanh")`` above ``def _tanh(ctx, op, ins, out): ...``
-    """
-    def register(fn):
-        for kind in kinds:
-            if kind in EXPORTERS:
-                raise ValueError(f"ONNX exporter for {kind!r} registered twice")
-            EXPORTERS[kind] = fn
-        return fn
-    return register
+#: kind -> why it cannot be exported (for the error message); filled the same way
+REFUSED: dict = {}
 
 
 def unsupported(ctx, what: str) -> OnnxUnsupported:
@@ -64,53 +40,49 @@ def _exact(dtype) -> bool:
 
 
 # -- unary --------------------------------------------------------------------------------------
-_UNARY = {"negative": "Neg", "absolute": "Abs", "sign": "Sign", "exp": "Exp", "log": "Log",
-          "sqrt": "Sqrt", "sin": "Sin", "cos": "Cos", "tan": "Tan", "tanh": "Tanh",
-          "floor": "Floor", "ceil": "Ceil", "round": "Round", "erf": "Erf",
-          "sigmoid": "Sigmoid", "copy": "Identity"}
-#: kinds that leave integers and booleans unchanged (their ONNX ops take floats only)
-_IDENTITY_ON_EXACT = {"floor", "ceil", "round", "copy"}
+def unary_exporter(onnx_op: str, identity_on: str = ""):
+    """The exporter of a one-input kind that is the ONNX operator ``onnx_op`` (on
+    operands cast to the result dtype), or ``Identity`` for results of the dtype
+    kinds ``identity_on`` (floor of an integer; ONNX's operators take floats only).
+
+    Example: ``unary_exporter("Floor", identity_on="biu")``
+    """
+    def export(ctx, op, ins, out):
+        x = ctx.cast(ins[0], out.dtype)
+        if out.dtype.kind in identity_on:
+            return ctx.op("Identity", [x], out=out.name)
+        return ctx.op(onnx_op, [x], out=out.name)
+    export.__name__ = f"export_{onnx_op}"
+    return export
 
 
-@exporter(*_UNARY)
-def _unary(ctx, op, ins, out):
-    x = ctx.cast(ins[0], out.dtype)
-    if _exact(out.dtype) and (op.kind in _IDENTITY_ON_EXACT or
-                              (op.kind == "absolute" and out.dtype == np.bool_)):
-        return ctx.op("Identity", [x], out=out.name)
-    return ctx.op(_UNARY[op.kind], [x], out=out.name)
-
-
-@exporter("logical_not")
-def _logical_not(ctx, op, ins, out):
+def logical_not_export(ctx, op, ins, out):
     return ctx.op("Not", [ctx.cast(ins[0], np.bool_)], out=out.name)
 
 
-@exporter("log1p", "expm1")
-def _log1p_expm1(ctx, op, ins, out):
+def log1p_export(ctx, op, ins, out):
     x = ctx.cast(ins[0], out.dtype)
-    one = ctx.scalar(1, out.dtype)
-    if op.kind == "log1p":
-        return ctx.op("Log", [ctx.op("Add", [x, one])], out=out.name)
-    return ctx.op("Sub", [ctx.op("Exp", [x]), one], out=out.name)
+    return ctx.op("Log", [ctx.op("Add", [x, ctx.scalar(1, out.dtype)])], out=out.name)
 
 
-@exporter("square")
-def _square(ctx, op, ins, out):
+def expm1_export(ctx, op, ins, out):
+    x = ctx.cast(ins[0], out.dtype)
+    return ctx.op("Sub", [ctx.op("Exp", [x]), ctx.scalar(1, out.dtype)], out=out.name)
+
+
+def square_export(ctx, op, ins, out):
     x = ctx.cast(ins[0], out.dtype)
     return ctx.op("Mul", [x, x], out=out.name)
 
 
-@exporter("reciprocal")
-def _reciprocal(ctx, op, ins, out):
+def reciprocal_export(ctx, op, ins, out):
     x = ctx.cast(ins[0], out.dtype)
     if _exact(out.dtype):   # NumPy's integer 1 / x truncates, as ONNX's integer Div
         return ctx.op("Div", [ctx.scalar(1, out.dtype), x], out=out.name)
     return ctx.op("Reciprocal", [x], out=out.name)
 
 
-@exporter("relu")
-def _relu(ctx, op, ins, out):
+def relu_export(ctx, op, ins, out):
     x = ins[0].name
     if out.dtype.kind == "f":
         return ctx.op("Relu", [x], out=out.name)
@@ -119,13 +91,11 @@ def _relu(ctx, op, ins, out):
     return ctx.op("Max", [x, ctx.scalar(0, out.dtype)], out=out.name)
 
 
-@exporter("astype")
-def _astype(ctx, op, ins, out):
+def astype_export(ctx, op, ins, out):
     return ctx.op("Cast", [ins[0].name], out=out.name, to=_onnx_type(out.dtype))
 
 
-@exporter("clip")
-def _clip(ctx, op, ins, out):
+def clip_export(ctx, op, ins, out):
     x = ctx.cast(ins[0], out.dtype)
     lo, hi = op["lo"], op["hi"]
     bounds = ["" if v is None else ctx.scalar(v, out.dtype) for v in (lo, hi)]
@@ -135,44 +105,57 @@ def _clip(ctx, op, ins, out):
 
 
 # -- binary -------------------------------------------------------------------------------------
-_ARITHMETIC = {"add": "Add", "subtract": "Sub", "multiply": "Mul", "divide": "Div",
-               "power": "Pow", "maximum": "Max", "minimum": "Min"}
-#: NumPy's arithmetic on booleans is logic
-_BOOL_ARITHMETIC = {"add": "Or", "multiply": "And", "maximum": "Or", "minimum": "And"}
-_COMPARISONS = {"equal": "Equal", "less": "Less", "less_equal": "LessOrEqual",
-                "greater": "Greater", "greater_equal": "GreaterOrEqual"}
-_LOGICAL = {"logical_and": "And", "logical_or": "Or", "logical_xor": "Xor"}
-
-
 def _operands(ctx, ins, dtype):
     return [ctx.cast(v, dtype) for v in ins]
 
 
-@exporter(*_ARITHMETIC)
-def _arithmetic(ctx, op, ins, out):
-    a, b = _operands(ctx, ins, out.dtype)
-    if out.dtype == np.bool_:
-        if op.kind not in _BOOL_ARITHMETIC:
-            raise unsupported(ctx, f"{op.kind} of booleans")
-        return ctx.op(_BOOL_ARITHMETIC[op.kind], [a, b], out=out.name)
-    return ctx.op(_ARITHMETIC[op.kind], [a, b], out=out.name)
+def arithmetic_exporter(onnx_op: str, on_bool: str = None):
+    """The exporter of a broadcasting arithmetic kind: ``onnx_op`` on operands in the
+    result dtype; on booleans NumPy's arithmetic is logic (``on_bool``, e.g. ``Or``
+    for ``add``), and a kind without it refuses booleans.
+
+    Example: ``arithmetic_exporter("Add", on_bool="Or")``
+    """
+    def export(ctx, op, ins, out):
+        a, b = _operands(ctx, ins, out.dtype)
+        if out.dtype == np.bool_:
+            if on_bool is None:
+                raise unsupported(ctx, f"{op.kind} of booleans")
+            return ctx.op(on_bool, [a, b], out=out.name)
+        return ctx.op(onnx_op, [a, b], out=out.name)
+    export.__name__ = f"export_{onnx_op}"
+    return export
 
 
-@exporter(*_COMPARISONS, "not_equal")
-def _comparison(ctx, op, ins, out):
-    common = np.result_type(*[v.dtype for v in ins])
-    if common == np.bool_ and op.kind not in ("equal", "not_equal"):
-        common = np.dtype(np.int32)   # ONNX orders numbers only
-    a, b = _operands(ctx, ins, common)
-    if op.kind == "not_equal":
-        return ctx.op("Not", [ctx.op("Equal", [a, b])], out=out.name)
-    return ctx.op(_COMPARISONS[op.kind], [a, b], out=out.name)
+def comparison_exporter(onnx_op: str, negated: bool = False):
+    """The exporter of a comparison: ``onnx_op`` in the operands' common dtype
+    (booleans ordered as int32: ONNX orders numbers only), ``Not`` of it if
+    ``negated`` (``not_equal`` is ``Not(Equal)``).
+
+    Example: ``comparison_exporter("Less")``
+    """
+    def export(ctx, op, ins, out):
+        common = np.result_type(*[v.dtype for v in ins])
+        if common == np.bool_ and onnx_op != "Equal":
+            common = np.dtype(np.int32)
+        a, b = _operands(ctx, ins, common)
+        if negated:
+            return ctx.op("Not", [ctx.op(onnx_op, [a, b])], out=out.name)
+        return ctx.op(onnx_op, [a, b], out=out.name)
+    export.__name__ = f"export_{onnx_op}"
+    return export
 
 
-@exporter(*_LOGICAL)
-def _logical(ctx, op, ins, out):
-    a, b = _operands(ctx, ins, np.bool_)
-    return ctx.op(_LOGICAL[op.kind], [a, b], out=out.name)
+def logical_exporter(onnx_op: str):
+    """The exporter of a logical binary: ``onnx_op`` on truth values.
+
+    Example: ``logical_exporter("Xor")``
+    """
+    def export(ctx, op, ins, out):
+        a, b = _operands(ctx, ins, np.bool_)
+        return ctx.op(onnx_op, [a, b], out=out.name)
+    export.__name__ = f"export_{onnx_op}"
+    return export
 
 
 def _fmod_adjusted(ctx, a, b, dtype):
@@ -184,8 +167,7 @@ def _fmod_adjusted(ctx, a, b, dtype):
     return mod, fix
 
 
-@exporter("remainder")
-def _remainder(ctx, op, ins, out):
+def remainder_export(ctx, op, ins, out):
     a, b = _operands(ctx, ins, out.dtype)
     if _exact(out.dtype):
         return ctx.op("Mod", [a, b], out=out.name, fmod=0)   # Python's sign rule, as NumPy
@@ -193,8 +175,7 @@ def _remainder(ctx, op, ins, out):
     return ctx.op("Where", [fix, ctx.op("Add", [mod, b]), mod], out=out.name)
 
 
-@exporter("floor_divide")
-def _floor_divide(ctx, op, ins, out):
+def floor_divide_export(ctx, op, ins, out):
     a, b = _operands(ctx, ins, out.dtype)
     if _exact(out.dtype):  # (a - a mod b) / b divides exactly, so truncation is flooring
         mod = ctx.op("Mod", [a, b], fmod=0)
@@ -211,8 +192,7 @@ def _floor_divide(ctx, op, ins, out):
     return ctx.op("Where", [zero_b, ctx.op("Div", [a, b]), floor], out=out.name)
 
 
-@exporter("arctan2")
-def _arctan2(ctx, op, ins, out):
+def arctan2_export(ctx, op, ins, out):
     y, x = _operands(ctx, ins, out.dtype)
     zero = ctx.scalar(0, out.dtype)
     base = ctx.op("Atan", [ctx.op("Div", [y, x])])
@@ -226,36 +206,31 @@ def _arctan2(ctx, op, ins, out):
     return ctx.op("Where", [origin, at_origin, base], out=out.name)
 
 
-@exporter("hypot")
-def _hypot(ctx, op, ins, out):
+def hypot_export(ctx, op, ins, out):
     a, b = _operands(ctx, ins, out.dtype)
     total = ctx.op("Add", [ctx.op("Mul", [a, a]), ctx.op("Mul", [b, b])])
     return ctx.op("Sqrt", [total], out=out.name)
 
 
-@exporter("where")
-def _where(ctx, op, ins, out):
+def where_export(ctx, op, ins, out):
     cond = ctx.cast(ins[0], np.bool_)
     a, b = _operands(ctx, ins[1:], out.dtype)
     return ctx.op("Where", [cond, a, b], out=out.name)
 
 
 # -- optimiser-made elementwise kinds (an optimised graph exports too) -----------------------------
-@exporter("fma")
-def _fma(ctx, op, ins, out):
+def fma_export(ctx, op, ins, out):
     a, b, c = _operands(ctx, ins, out.dtype)
     return ctx.op("Add", [ctx.op("Mul", [a, b]), c], out=out.name)
 
 
-@exporter("fused_adagrad")
-def _fused_adagrad(ctx, op, ins, out):
+def fused_adagrad_export(ctx, op, ins, out):
     v = ctx.cast(ins[0], out.dtype)
     root = ctx.op("Sqrt", [ctx.op("Add", [v, ctx.scalar(op["eps"], out.dtype)])])
     return ctx.op("Div", [ctx.scalar(op["lr"], out.dtype), root], out=out.name)
 
 
-@exporter("fused")
-def _fused(ctx, op, ins, out):
+def fused_export(ctx, op, ins, out):
     from ..shape.rules import infer
 
     acc = None
@@ -276,30 +251,31 @@ def _fused(ctx, op, ins, out):
 
 
 # -- reductions ---------------------------------------------------------------------------------
-_REDUCE = {"sum": "ReduceSum", "prod": "ReduceProd", "mean": "ReduceMean", "max": "ReduceMax",
-           "min": "ReduceMin"}
-
-
 def _reduce(ctx, onnx_op, x, axes, keepdims, out_name=None):
     inputs = [x] if axes is None else [x, ctx.ints(axes)]
     return ctx.op(onnx_op, inputs, out=out_name, keepdims=int(keepdims))
 
 
-@exporter(*_REDUCE)
-def _reduction(ctx, op, ins, out):
-    axes, keep = op["axis"], op["keepdims"]
-    if axes == ():   # an empty axes input would reduce every axis
-        return ctx.op("Identity", [ctx.cast(ins[0], out.dtype)], out=out.name)
-    if op.kind in ("max", "min") and out.dtype == np.bool_:  # ONNX 18 orders numbers only
-        x = ctx.cast(ins[0], np.int32)
-        reduced = _reduce(ctx, _REDUCE[op.kind], x, axes, keep)
-        return ctx.op("Cast", [reduced], out=out.name, to=_onnx_type(np.bool_))
-    x = ctx.cast(ins[0], out.dtype)  # NumPy sums int32 in int64, means ints in float64
-    return _reduce(ctx, _REDUCE[op.kind], x, axes, keep, out.name)
+def reduction_exporter(onnx_op: str):
+    """The exporter of a reduction that is ``onnx_op`` (``ReduceSum``...).
+
+    Example: ``reduction_exporter("ReduceMax")``
+    """
+    def export(ctx, op, ins, out):
+        axes, keep = op["axis"], op["keepdims"]
+        if axes == ():   # an empty axes input would reduce every axis
+            return ctx.op("Identity", [ctx.cast(ins[0], out.dtype)], out=out.name)
+        if onnx_op in ("ReduceMax", "ReduceMin") and out.dtype == np.bool_:
+            x = ctx.cast(ins[0], np.int32)        # ONNX 18 orders numbers only
+            reduced = _reduce(ctx, onnx_op, x, axes, keep)
+            return ctx.op("Cast", [reduced], out=out.name, to=_onnx_type(np.bool_))
+        x = ctx.cast(ins[0], out.dtype)  # NumPy sums int32 in int64, means ints in float64
+        return _reduce(ctx, onnx_op, x, axes, keep, out.name)
+    export.__name__ = f"export_{onnx_op}"
+    return export
 
 
-@exporter("any", "all")
-def _any_all(ctx, op, ins, out):
+def any_all_export(ctx, op, ins, out):
     # count the true (any) or false (all) elements: right for empty slices too
     x = ctx.cast(ins[0], np.bool_)
     if op.kind == "all":
@@ -312,8 +288,7 @@ def _any_all(ctx, op, ins, out):
     return ctx.op(test, [counted, ctx.scalar(0, np.int64)], out=out.name)
 
 
-@exporter("argmax", "argmin")
-def _arg_reduction(ctx, op, ins, out):
+def arg_reduction_export(ctx, op, ins, out):
     x = ins[0]
     name = x.name if x.dtype != np.bool_ else ctx.cast(x, np.int32)
     axes, keep = op["axis"], op["keepdims"]
@@ -347,16 +322,14 @@ def _via_numbers(ctx, out, compute):
     return ctx.op("Cast", [counted], out=out.name, to=_onnx_type(np.bool_))
 
 
-@exporter("matmul")
-def _matmul(ctx, op, ins, out):
+def matmul_export(ctx, op, ins, out):
     a = _transposed(ctx, ins[0], op.get("trans_a"))
     b = _transposed(ctx, ins[1], op.get("trans_b"))
     return _via_numbers(ctx, out, lambda dtype, name: ctx.op(
         "MatMul", _operands(ctx, [a, b], dtype), out=name))
 
 
-@exporter("dot")
-def _dot(ctx, op, ins, out):
+def dot_export(ctx, op, ins, out):
     a, b = ins
     letters = iter(string.ascii_letters)
     sa = "".join(next(letters) for _ in a.shape)
@@ -369,8 +342,7 @@ def _dot(ctx, op, ins, out):
         "Einsum", _operands(ctx, ins, dtype), out=name, equation=equation))
 
 
-@exporter("einsum")
-def _einsum(ctx, op, ins, out):
+def einsum_export(ctx, op, ins, out):
     return _via_numbers(ctx, out, lambda dtype, name: ctx.op(
         "Einsum", _operands(ctx, ins, dtype), out=name, equation=op["subscripts"]))
 
@@ -381,6 +353,5 @@ def _onnx_type(dtype):
     return onnx_type(dtype)
 
 
-from . import export_shape  # noqa: E402,F401  (registers the shape and neural exporters)
-
-__all__ = ["EXPORTERS", "REFUSED", "exporter", "unsupported"]
+__all__ = ["EXPORTERS", "REFUSED", "unsupported", "unary_exporter", "arithmetic_exporter",
+           "comparison_exporter", "logical_exporter", "reduction_exporter"]

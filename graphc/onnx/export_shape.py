@@ -1,4 +1,5 @@
-"""Exporters of the shape, indexing, creation and NCHW neural kinds (registered in
+"""Exporters of the shape, indexing, creation and NCHW neural kinds (given to
+their kinds by :mod:`graphc.ops`, which files them in
 :data:`graphc.onnx.export_ops.EXPORTERS`).
 
 Shapes are static, so a basic index or a squeeze is one ``Slice`` and one
@@ -17,14 +18,13 @@ import numpy as np
 
 from ..shape.neural import pool_output_size
 from .export import Value
-from .export_ops import _onnx_type, exporter, unsupported
+from .export_ops import _onnx_type, unsupported
 
 #: Slice's "past the start" end for a negative step
 _BEFORE_START = np.iinfo(np.int64).min
 
 
-@exporter("reshape")
-def _reshape(ctx, op, ins, out):
+def reshape_export(ctx, op, ins, out):
     shape = op["shape"]
     # allowzero: a 0 in the shape is a length, not "copy this axis"
     return ctx.op("Reshape", [ins[0].name, ctx.ints(shape)], out=out.name,
@@ -36,18 +36,15 @@ def _reshaped(ctx, name, shape, out_name=None):
                   allowzero=1 if 0 in shape else None)
 
 
-@exporter("transpose")
-def _transpose(ctx, op, ins, out):
+def transpose_export(ctx, op, ins, out):
     return ctx.op("Transpose", [ins[0].name], out=out.name, perm=list(op["axes"]))
 
 
-@exporter("broadcast_to")
-def _broadcast_to(ctx, op, ins, out):
+def broadcast_to_export(ctx, op, ins, out):
     return ctx.op("Expand", [ins[0].name, ctx.ints(op["shape"])], out=out.name)
 
 
-@exporter("concatenate")
-def _concatenate(ctx, op, ins, out):
+def concatenate_export(ctx, op, ins, out):
     parts = [ctx.cast(v, out.dtype) for v in ins]
     return ctx.op("Concat", parts, out=out.name, axis=op["axis"])
 
@@ -66,8 +63,7 @@ def _slice(ctx, name, ranges, out_name=None):
                             ctx.ints(steps)], out=out_name)
 
 
-@exporter("slice")
-def _basic_index(ctx, op, ins, out):
+def slice_export(ctx, op, ins, out):
     x = ins[0]
     ranges, axis = [], 0
     for entry in op["key"]:
@@ -86,8 +82,7 @@ def _basic_index(ctx, op, ins, out):
     return _reshaped(ctx, sliced, out.shape, out.name)
 
 
-@exporter("flip")
-def _flip(ctx, op, ins, out):
+def flip_export(ctx, op, ins, out):
     ranges = [(a, -1, -1, -1) for a in op["axis"] if ins[0].shape[a] > 0]
     if not ranges:
         return ctx.op("Identity", [ins[0].name], out=out.name)
@@ -101,8 +96,7 @@ def _index_positions(ctx, index: Value, dim: int) -> str:
     return ctx.op("Where", [negative, ctx.op("Add", [i, ctx.scalar(dim, np.int64)]), i])
 
 
-@exporter("gather")
-def _advanced_index(ctx, op, ins, out):
+def gather_export(ctx, op, ins, out):
     """NumPy's advanced indexing: the flat position of every result cell is a sum
     of one term per indexed axis (each shaped to broadcast against the result),
     then one ``Gather`` from the flattened array."""
@@ -153,28 +147,24 @@ def _advanced_index(ctx, op, ins, out):
     return ctx.op("Gather", [source, flat], out=out.name, axis=0)
 
 
-@exporter("take")
-def _take(ctx, op, ins, out):
+def take_export(ctx, op, ins, out):
     x, index = ins
     positions = ctx.cast(index, np.int64)
     return ctx.op("Gather", [x.name, positions], out=out.name, axis=op["axis"])
 
 
-@exporter("pad")
-def _pad(ctx, op, ins, out):
+def pad_export(ctx, op, ins, out):
     widths = op["pad_width"]
     pads = [lo for lo, _ in widths] + [hi for _, hi in widths]
     value = ctx.scalar(op["value"], out.dtype)
     return ctx.op("Pad", [ins[0].name, ctx.ints(pads), value], out=out.name, mode="constant")
 
 
-@exporter("tile")
-def _tile(ctx, op, ins, out):
+def tile_export(ctx, op, ins, out):
     return ctx.op("Tile", [ins[0].name, ctx.ints(op["reps"])], out=out.name)
 
 
-@exporter("repeat")
-def _repeat(ctx, op, ins, out):
+def repeat_export(ctx, op, ins, out):
     x, axis, r = ins[0], op["axis"], op["repeats"]
     split = x.shape[:axis + 1] + (1,) + x.shape[axis + 1:]
     wide = x.shape[:axis + 1] + (r,) + x.shape[axis + 1:]
@@ -182,8 +172,7 @@ def _repeat(ctx, op, ins, out):
     return _reshaped(ctx, expanded, out.shape, out.name)
 
 
-@exporter("one_hot")
-def _one_hot(ctx, op, ins, out):
+def one_hot_export(ctx, op, ins, out):
     index = ctx.cast(ins[0], np.int64)
     # equality with 0..depth-1, as graphc's kernel: a negative index gives a zero row
     column = ctx.op("Unsqueeze", [index, ctx.ints([-1])])
@@ -191,8 +180,7 @@ def _one_hot(ctx, op, ins, out):
     return ctx.op("Cast", [hot], out=out.name, to=_onnx_type(out.dtype))
 
 
-@exporter("fill")
-def _fill(ctx, op, ins, out):
+def fill_export(ctx, op, ins, out):
     from onnx import numpy_helper
 
     value = numpy_helper.from_array(np.asarray([op["value"]], dtype=out.dtype), "value")
@@ -205,8 +193,7 @@ def _pads(padding):
     return [top, left, bottom, right]
 
 
-@exporter("conv2d")
-def _conv2d(ctx, op, ins, out):
+def conv2d_export(ctx, op, ins, out):
     w = ins[1]   # a third input is the bias (BIASED)
     return ctx.op("Conv", [v.name for v in ins], out=out.name, kernel_shape=list(w.shape[2:]),
                   strides=list(op["stride"]), pads=_pads(op["padding"]),
@@ -240,8 +227,7 @@ def _fits(padding, kernel):
     return all(lo < k and hi < k for (lo, hi), k in zip(padding, kernel))
 
 
-@exporter("max_pool2d")
-def _max_pool2d(ctx, op, ins, out):
+def max_pool2d_export(ctx, op, ins, out):
     x = ins[0]
     padding = _with_extra(op["padding"], _pool_extra(x.shape, op))
     name = x.name
@@ -251,8 +237,7 @@ def _max_pool2d(ctx, op, ins, out):
                   strides=list(op["stride"]), pads=_pads(padding))
 
 
-@exporter("avg_pool2d")
-def _avg_pool2d(ctx, op, ins, out):
+def avg_pool2d_export(ctx, op, ins, out):
     x = ins[0]
     extra = _pool_extra(x.shape, op)
     padding, name = op["padding"], x.name
@@ -269,8 +254,7 @@ def _avg_pool2d(ctx, op, ins, out):
                   count_include_pad=int(count_pad))
 
 
-@exporter("lrn")
-def _lrn(ctx, op, ins, out):
+def lrn_export(ctx, op, ins, out):
     x = ins[0]
     size, alpha, beta, k = op["size"], op["alpha"], op["beta"], op["k"]
     if size % 2 and len(x.shape) == 4:   # ONNX's window is PyTorch's for odd sizes
@@ -296,7 +280,7 @@ def _conv_accepts(node, bias_shape):
 
 def _conv_biased(ctx, op, ins, bias, out):
     b = ctx.const(np.ascontiguousarray(bias).reshape(-1))
-    return _conv2d(ctx, op, list(ins) + [Value(b, (bias.size,), out.dtype)], out)
+    return conv2d_export(ctx, op, list(ins) + [Value(b, (bias.size,), out.dtype)], out)
 
 
 def _matmul_accepts(node, bias_shape):

@@ -1,7 +1,7 @@
 """Elementwise functions: unary maths, broadcasting binaries, ``where``, ``clip``.
 
-Most are generated from the tables below, so adding one is one line here plus
-one entry in the type layer.
+The plain ones are generated (:func:`unary_function`, :func:`binary_function`)
+for each public name an op definition in :mod:`graphc.ops` gives its kind.
 
 >>> import graphc.eager as E, numpy as np
 >>> E.maximum(np.array([-1.0, 2.0]), 0.0)
@@ -13,29 +13,8 @@ import numpy as np
 
 from ..shape.dtypes import probe_dtype
 from ..type.errors import DTypeError
+from ..type.kinds import KINDS
 from .namespace import is_python_scalar
-
-#: public name -> op kind, for functions of one array
-UNARY = {
-    "negative": "negative", "neg": "negative", "abs": "absolute", "absolute": "absolute",
-    "sign": "sign", "exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1",
-    "sqrt": "sqrt", "square": "square", "reciprocal": "reciprocal", "sin": "sin",
-    "cos": "cos", "tan": "tan", "tanh": "tanh", "floor": "floor", "ceil": "ceil",
-    "erf": "erf", "sigmoid": "sigmoid", "relu": "relu",
-    "logical_not": "logical_not",
-}
-
-#: public name -> op kind, for broadcasting functions of two arrays
-BINARY = {
-    "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
-    "true_divide": "divide", "floor_divide": "floor_divide", "power": "power",
-    "remainder": "remainder", "mod": "remainder", "maximum": "maximum",
-    "minimum": "minimum", "arctan2": "arctan2", "hypot": "hypot", "equal": "equal",
-    "not_equal": "not_equal", "less": "less", "less_equal": "less_equal",
-    "greater": "greater", "greater_equal": "greater_equal", "logical_and": "logical_and",
-    "logical_or": "logical_or", "logical_xor": "logical_xor",
-}
-
 
 #: ``array ** e`` is not always ``numpy.power``: ``ndarray.__pow__`` calls another
 #: ufunc for some exponents (NumPy's ``fast_scalar_power``), keyed here by the
@@ -64,7 +43,12 @@ def power_shortcut(dtype, exponent):
     return ufunc if np.dtype(dtype).kind in kinds else None
 
 
-def _unary(name: str, kind: str):
+def unary_function(name: str, kind: str):
+    """The public function ``name`` of a one-array elementwise ``kind`` (made for each
+    name a definition in :mod:`graphc.ops` gives it).
+
+    Example: ``unary_function("exp", "exp")`` is ``N.exp``'s implementation.
+    """
     def function(self, x):
         return self._op(kind, [self._lift(x)])
 
@@ -74,9 +58,6 @@ def _unary(name: str, kind: str):
     return function
 
 
-_LOGICAL = frozenset({"logical_and", "logical_or", "logical_xor"})
-_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater",
-                          "greater_equal"})
 _INT64 = np.iinfo(np.int64)
 
 
@@ -91,12 +72,21 @@ def _wide_int(v, other):
     return v
 
 
-def _binary(name: str, kind: str):
+def binary_function(name: str, kind: str):
+    """The public function ``name`` of a broadcasting two-array ``kind``: operands
+    lifted as NumPy 2 would (weak Python scalars), with NumPy's special cases for
+    logical ops and comparisons (from the kind's flags).
+
+    Example: ``binary_function("add", "add")`` is ``N.add``'s implementation.
+    """
+    facts = KINDS[kind]
+    logical, comparison = facts.logical, facts.comparison
+
     def function(self, a, b):
-        if kind in _LOGICAL:  # NumPy 2 takes a Python scalar's truth value (1e-94 is True,
+        if logical:  # NumPy 2 takes a Python scalar's truth value (1e-94 is True,
             # although it would round to 0.0 as a float32)
             a, b = (bool(v) if is_python_scalar(v) else v for v in (a, b))
-        elif kind in _COMPARISONS:
+        elif comparison:
             a, b = _wide_int(a, b), _wide_int(b, a)
         return self._op(kind, self._lift_all(a, b))
 
@@ -178,8 +168,3 @@ def _scalar(v):
     v = v.item() if hasattr(v, "item") else v
     return v
 
-
-for _name, _kind in UNARY.items():
-    setattr(ElementwiseMixin, _name, _unary(_name, _kind))
-for _name, _kind in BINARY.items():
-    setattr(ElementwiseMixin, _name, _binary(_name, _kind))

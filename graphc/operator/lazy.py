@@ -24,7 +24,8 @@ from ..symbol.node import Node, user_location
 from ..type.errors import DTypeError, GraphcError
 from ..type.op import Op
 from .creation import CreationMixin, RandomFunctions
-from .elementwise import BINARY, UNARY, ElementwiseMixin, power_shortcut
+from .elementwise import ElementwiseMixin, power_shortcut
+from .generated import UFUNC_NAMES
 from .linalg import LinalgMixin
 from .namespace import DEFAULT_DTYPE, Backend
 from .neural import NeuralMixin
@@ -127,8 +128,7 @@ class LazyNamespace(Namespace):
 NS = LazyNamespace()
 
 # NumPy ufunc name -> graphc function, for np.exp(tensor) and ndarray + tensor
-_UFUNCS = {**{n: n for n in BINARY}, **{n: n for n in UNARY}, "matmul": "matmul",
-           "rint": "rint", "logical_not": "logical_not", "isfinite": "isfinite"}
+_UFUNCS = UFUNC_NAMES   # filled as graphc.ops defines the elementwise kinds
 
 
 def _bitwise(kind):

@@ -214,6 +214,30 @@ class NeuralMixin:
         return self._op("lrn_backward", [x, g],
                         **self._lrn_attrs("lrn_backward", size, alpha, beta, k))
 
+    # -- upsampling ----------------------------------------------------------------------------
+    def upsample_nearest2d(self, x, scale=2):
+        """``x`` (N, C, H, W) enlarged by whole factors ``scale`` (an int or a pair
+        ``(sh, sw)``), each cell repeated over an ``sh x sw`` block (PyTorch's
+        ``Upsample(mode="nearest")``, ONNX's nearest ``Resize``).
+
+        Example: ``N.upsample_nearest2d(x, 2)`` turns (1, 256, 16, 16) into (1, 256, 32, 32)
+        """
+        x = self._lift(x)
+        _spatial("upsample_nearest2d", "the input", x.shape)
+        return self._op("upsample_nearest2d", [x],
+                        scale=pair("upsample_nearest2d", "scale", scale))
+
+    def upsample_nearest2d_backward(self, g, scale=2):
+        """The gradient of ``sum(upsample_nearest2d(x, scale) * g)`` with respect to
+        ``x``: each ``sh x sw`` block of ``g`` summed.
+
+        Example: ``N.upsample_nearest2d_backward(g, 2)``
+        """
+        g = self._lift(g)
+        _spatial("upsample_nearest2d_backward", "the gradient", g.shape)
+        return self._op("upsample_nearest2d_backward", [g],
+                        scale=pair("upsample_nearest2d_backward", "scale", scale))
+
     # -- composites ---------------------------------------------------------------------------
     def _floats(self, opname, *xs):
         xs = [self._lift(x) for x in xs]

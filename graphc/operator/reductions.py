@@ -39,7 +39,12 @@ def _cast(self, x, dtype: np.dtype):
 WITH_DTYPE = frozenset({"sum", "prod", "mean"})
 
 
-def _reduction(name: str, kind: str):
+def reduction_function(name: str, kind: str):
+    """The public function ``name`` of a reduction ``kind`` (``axis``, ``keepdims``,
+    and ``dtype=`` where NumPy takes it).
+
+    Example: ``reduction_function("amax", "max")`` is ``N.amax``'s implementation.
+    """
     def reduce(self, x, axis, keepdims):
         x = self._lift(x)
         axes = normalize_axes(name, axis, x.ndim)
@@ -70,22 +75,22 @@ def _reduction(name: str, kind: str):
     return function
 
 
-def _arg_reduction(name: str):
+def arg_reduction_function(name: str, kind: str):
+    """The public function ``name`` of ``argmax``/``argmin``: one axis or None.
+
+    Example: ``arg_reduction_function("argmax", "argmax")``
+    """
     def function(self, x, axis=None, keepdims: bool = False):
         x = self._lift(x)
         if isinstance(axis, (tuple, list)):  # as NumPy: one axis, not a sequence of one
             raise TypeError(f"{name}: axis must be an integer or None, got {axis!r}")
         axes = normalize_axes(name, axis, x.ndim) if axis is not None else None
-        return self._op(name, [x], axis=axes, keepdims=_keepdims(name, keepdims))
+        return self._op(kind, [x], axis=axes, keepdims=_keepdims(name, keepdims))
 
     function.__name__ = function.__qualname__ = name
     function.__doc__ = (f"Index of the {name[3:]}imum along ``axis`` (None: of the flattened "
                         f"array), as ``numpy.{name}``; dtype intp.\n\nExample: ``N.{name}(x, axis=1)``")
     return function
-
-
-REDUCTIONS = {"sum": "sum", "prod": "prod", "max": "max", "amax": "max", "min": "min",
-              "amin": "min", "mean": "mean", "any": "any", "all": "all"}
 
 
 class ReductionMixin:
@@ -148,8 +153,3 @@ class ReductionMixin:
         return self.reshape(result, tuple(d for i, d in enumerate(result.shape)
                                           if axes is not None and i not in axes))
 
-
-for _name, _kind in REDUCTIONS.items():
-    setattr(ReductionMixin, _name, _reduction(_name, _kind))
-for _name in ("argmax", "argmin"):
-    setattr(ReductionMixin, _name, _arg_reduction(_name))

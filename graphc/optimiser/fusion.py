@@ -3,11 +3,12 @@ matmul, fused multiply-add, Owl's AdaGrad pattern, and general elementwise
 chains.
 
 A chain of elementwise ops whose intermediates each have one consumer (and
-the chain's shape and dtype) becomes one ``fused`` node. Its program runs
-every instruction into the same output buffer, the running value (the
-*accumulator*) taking the place of the absorbed parent, so intermediates need
-no memory. An instruction may read the accumulator only in a position where
-its op may overwrite its input (``where`` only in its last operand).
+the chain's shape and dtype) becomes one ``fused`` node: its program, shape
+and dtype, nothing about how it runs. Every instruction yields the running
+value (the *accumulator*), taking the place of the absorbed parent, so
+intermediates need no memory. An instruction may read the accumulator only in
+a position where its op may overwrite its input (``where`` only in its last
+operand), so a kernel may compute the program in its output buffer.
 
 >>> import graphc.ndarray as N
 >>> from graphc.optimiser.rewriter import rewrite
@@ -18,7 +19,7 @@ its op may overwrite its input (``where`` only in its last operand).
 """
 from __future__ import annotations
 
-from ..type.kinds import KINDS, may_overwrite
+from ..type.kinds import MIN_INPLACE_SIZE, is_elementwise, may_overwrite
 from ..type.op import Op
 from .build import make
 from .pattern import Pat, Scalar
@@ -114,14 +115,13 @@ RECIPROCAL_RULES = [
 
 
 # -- elementwise chains ---------------------------------------------------------------
-FUSIBLE_FAMILIES = frozenset({"unary", "binary", "ternary", "fused"})
 #: longest program of one fused node: a 100,000-op chain becomes many fused
 #: nodes rather than one whose program is rebuilt (quadratically) at each step
 MAX_PROGRAM = 32
 
 
-def is_elementwise(node) -> bool:
-    return KINDS[node.op.kind].family in FUSIBLE_FAMILIES
+def _elementwise(node) -> bool:
+    return is_elementwise(node.op.kind)
 
 
 def _program_of(node):
@@ -139,40 +139,12 @@ def _program_of(node):
     return [(node.op, tuple(args))], inputs
 
 
-def _overwritable_inputs(program, n_inputs):
-    """Inputs read only by the first instruction, where its op may overwrite
-    them: the fused node may then take such an input's memory."""
-    first_op, first_args = program[0]
-    later = {a[1] for _, args in program[1:] for a in args if a[0] == "in"}
-    result = []
-    for j in range(n_inputs):
-        positions = [k for k, a in enumerate(first_args) if a == ("in", j)]
-        if positions and j not in later and all(may_overwrite(first_op, k)
-                                                for k in positions):
-            result.append(j)
-    return tuple(result)
-
-
-#: elements per chunk of a streamed fused node, and the size from which one streams
-STREAM_CHUNK = 1 << 14
-STREAM_MIN = 1 << 16
-
-
-def _streamable(node, inputs) -> bool:
-    """Large results whose inputs are full-size or single elements (no partial
-    broadcasting), all of the result's dtype so one scratch chunk serves."""
-    return node.size >= STREAM_MIN and all(
-        (q.shape == node.shape or q.size == 1) for q in inputs)
-
-
 def _fuse(node, ctx):
     # a fused node never absorbs further parents: its program would need a second buffer
-    if not is_elementwise(node) or node.op.kind == "fused" or node.size <= 1:
-        # one element: nothing to save, and NumPy is slower writing a size-1
-        # array over itself (see engine/liveness._may_alias)
-        return None
+    if not _elementwise(node) or node.op.kind == "fused" or node.size < MIN_INPLACE_SIZE:
+        return None   # too small to be worth computing over its parent (type.kinds)
     for position, p in enumerate(node.parents):
-        if (is_elementwise(p) and ctx.uses(p) == 1 and p.shape == node.shape
+        if (_elementwise(p) and ctx.uses(p) == 1 and p.shape == node.shape
                 and p.dtype == node.dtype and sum(q is p for q in node.parents) == 1
                 and may_overwrite(node.op, position)):
             break
@@ -192,15 +164,9 @@ def _fuse(node, ctx):
             inputs.append(q)
         args.append(("in", index))
     program.append((node.op, tuple(args)))
-    if _streamable(node, inputs):
-        # chunk by chunk (engine/cpu_kernels._fused_streamed): intermediates stay in
-        # cache, and every full-size input may share the result's memory
-        op = Op.make("fused", program=tuple(program), shape=node.shape, dtype=node.dtype,
-                     stream=STREAM_CHUNK, inplace=tuple(j for j, q in enumerate(inputs)
-                                                        if q.shape == node.shape))
-    else:
-        op = Op.make("fused", program=tuple(program), shape=node.shape, dtype=node.dtype,
-                     inplace=_overwritable_inputs(program, len(inputs)))
+    # the program only: how its kernel runs (streamed or not) and what it may write
+    # over are the engine's decisions (graphc.engine.strategy)
+    op = Op.make("fused", program=tuple(program), shape=node.shape, dtype=node.dtype)
     return make(node, op, inputs)
 
 

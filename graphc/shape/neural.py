@@ -11,7 +11,7 @@ the rules check them again because a graph may also come from a file.
 >>> class A:
 ...     def __init__(self, shape): self.shape, self.dtype = shape, np.dtype("float32")
 >>> op = Op.make("conv2d", stride=(2, 2), padding=((1, 1), (1, 1)), dilation=(1, 1), groups=1)
->>> NEURAL_RULES["conv2d"](op, [A((1, 3, 8, 8)), A((16, 3, 3, 3))])
+>>> conv2d_rule(op, [A((1, 3, 8, 8)), A((16, 3, 3, 3))])
 ((1, 16, 4, 4), dtype('float32'))
 """
 from __future__ import annotations
@@ -61,7 +61,8 @@ def same_padding(size: int, kernel: int, stride: int, dilation: int = 1) -> tupl
 
 
 # -- checks ------------------------------------------------------------------------------
-def _float(opname, parents):
+def float_input(opname, parents):
+    """The one floating-point dtype of ``parents``; a :class:`DTypeError` otherwise."""
     dtypes = [p.dtype for p in parents]
     for d in dtypes:
         if d.kind != "f":
@@ -71,6 +72,16 @@ def _float(opname, parents):
         raise DTypeError(f"{opname}: all arrays must have the same dtype, got "
                          f"{tuple(str(x) for x in dtypes)}")
     return dtypes[0]
+
+
+def nchw(opname, what, shape) -> tuple:
+    """``shape``, checked to be 4-D (N, C, H, W).
+
+    >>> nchw("lrn", "the input", (1, 3, 8, 8))
+    (1, 3, 8, 8)
+    """
+    _rank(opname, what, tuple(shape))
+    return tuple(shape)
 
 
 def _rank(opname, what, shape, ndim=4):
@@ -161,16 +172,16 @@ def _expect(opname, what, actual, expected, detail):
 
 
 # -- rules ---------------------------------------------------------------------------------
-def _conv2d(op, parents):
+def conv2d_rule(op, parents):
     x, w = parents
-    dtype = _float("conv2d", parents)
+    dtype = float_input("conv2d", parents)
     return conv_output_shape("conv2d", x.shape, w.shape, op), dtype
 
 
-def _conv2d_backward_input(op, parents):
+def conv2d_backward_input_rule(op, parents):
     g, w = parents
     name = "conv2d_backward_input"
-    dtype = _float(name, parents)
+    dtype = float_input(name, parents)
     shape = _declared_shape(name, op, "input")
     expected = conv_output_shape(name, shape, w.shape, op)
     _expect(name, "the gradient", g.shape, expected,
@@ -178,10 +189,10 @@ def _conv2d_backward_input(op, parents):
     return shape, dtype
 
 
-def _conv2d_backward_kernel(op, parents):
+def conv2d_backward_kernel_rule(op, parents):
     x, g = parents
     name = "conv2d_backward_kernel"
-    dtype = _float(name, parents)
+    dtype = float_input(name, parents)
     shape = _declared_shape(name, op, "kernel")
     expected = conv_output_shape(name, x.shape, shape, op)
     _expect(name, "the gradient", g.shape, expected,
@@ -189,15 +200,15 @@ def _conv2d_backward_kernel(op, parents):
     return shape, dtype
 
 
-def _pool(op, parents):
-    dtype = _float(op.kind, parents)
+def pool_rule(op, parents):
+    dtype = float_input(op.kind, parents)
     return pool_output_shape(op.kind, parents[0].shape, op), dtype
 
 
-def _max_pool2d_backward(op, parents):
+def max_pool2d_backward_rule(op, parents):
     x, y, g = parents
     name = "max_pool2d_backward"
-    dtype = _float(name, parents)
+    dtype = float_input(name, parents)
     expected = pool_output_shape(name, x.shape, op)
     detail = f"max_pool2d of an input of shape {x.shape}"
     _expect(name, "the pooled output", y.shape, expected, detail)
@@ -205,10 +216,10 @@ def _max_pool2d_backward(op, parents):
     return x.shape, dtype
 
 
-def _avg_pool2d_backward(op, parents):
+def avg_pool2d_backward_rule(op, parents):
     (g,) = parents
     name = "avg_pool2d_backward"
-    dtype = _float(name, parents)
+    dtype = float_input(name, parents)
     shape = _declared_shape(name, op, "input")
     _expect(name, "the gradient", g.shape, pool_output_shape(name, shape, op),
             f"avg_pool2d of an input of shape {shape}")
@@ -223,15 +234,15 @@ def _lrn_checks(opname, op, x):
         raise ShapeError(f"{opname}: size must be a positive int, got {size!r}")
 
 
-def _lrn(op, parents):
-    dtype = _float("lrn", parents)
+def lrn_rule(op, parents):
+    dtype = float_input("lrn", parents)
     _lrn_checks("lrn", op, parents[0])
     return parents[0].shape, dtype
 
 
-def _lrn_backward(op, parents):
+def lrn_backward_rule(op, parents):
     x, g = parents
-    dtype = _float("lrn_backward", parents)
+    dtype = float_input("lrn_backward", parents)
     _lrn_checks("lrn_backward", op, x)
     _expect("lrn_backward", "the gradient", g.shape, x.shape, "the input")
     return x.shape, dtype
@@ -255,27 +266,21 @@ def columns_shape(opname, x_shape, op) -> tuple:
     return (k, n * oh * ow) if op.get("layout") == "flat" else (n, k, oh * ow)
 
 
-def _im2col(op, parents):
-    dtype = _float("im2col", parents)
+def im2col_rule(op, parents):
+    dtype = float_input("im2col", parents)
     return columns_shape("im2col", parents[0].shape, op), dtype
 
 
-def _col2im(op, parents):
-    dtype = _float("col2im", parents)
+def col2im_rule(op, parents):
+    dtype = float_input("col2im", parents)
     shape = _declared_shape("col2im", op, "image")
     _expect("col2im", "the columns", parents[0].shape, columns_shape("col2im", shape, op),
             f"an image of shape {shape} with window {op['kernel']}")
     return shape, dtype
 
 
-#: kind -> shape rule, merged into :data:`graphc.shape.rules.RULES`
-NEURAL_RULES = {
-    "conv2d": _conv2d, "conv2d_backward_input": _conv2d_backward_input,
-    "conv2d_backward_kernel": _conv2d_backward_kernel, "max_pool2d": _pool,
-    "avg_pool2d": _pool, "max_pool2d_backward": _max_pool2d_backward,
-    "avg_pool2d_backward": _avg_pool2d_backward, "lrn": _lrn, "lrn_backward": _lrn_backward,
-    "im2col": _im2col, "col2im": _col2im,
-}
-
-__all__ = ["NEURAL_RULES", "conv_output_size", "pool_output_size", "valid_range",
-           "same_padding", "conv_output_shape", "pool_output_shape", "columns_shape"]
+__all__ = ["float_input", "nchw", "conv_output_size", "pool_output_size", "valid_range",
+           "same_padding", "conv_output_shape", "pool_output_shape", "columns_shape",
+           "conv2d_rule", "conv2d_backward_input_rule", "conv2d_backward_kernel_rule",
+           "pool_rule", "max_pool2d_backward_rule", "avg_pool2d_backward_rule", "lrn_rule",
+           "lrn_backward_rule", "im2col_rule", "col2im_rule"]

@@ -19,11 +19,9 @@ import math
 import numpy as np
 
 from ..type.errors import DTypeError, ShapeError
-from ..type.kinds import KINDS
 from .broadcast import broadcast_shapes, check_broadcast_to
 from .dtypes import probe_dtype
 from .indexing import key_result_shape
-from .neural import NEURAL_RULES
 
 _INTP = np.dtype(np.intp)
 
@@ -32,36 +30,36 @@ def _dtypes(parents) -> tuple:
     return tuple([p.dtype for p in parents])
 
 
-def _declared(op, parents):
+def declared(op, parents):
     return op["shape"], op["dtype"]
 
 
-def _unary(op, parents):
+def unary(op, parents):
     return parents[0].shape, probe_dtype(op.kind, _dtypes(parents))
 
 
-def _same(op, parents):
+def same(op, parents):
     return parents[0].shape, parents[0].dtype
 
 
-def _astype(op, parents):
+def astype(op, parents):
     return parents[0].shape, op["dtype"]
 
 
-def _clip(op, parents):
+def clip(op, parents):
     return parents[0].shape, probe_dtype("clip", _dtypes(parents), (op["lo"], op["hi"]))
 
 
-def _elementwise(op, parents):
+def elementwise(op, parents):
     shape = broadcast_shapes(op.kind, *[p.shape for p in parents])
     return shape, probe_dtype(op.kind, _dtypes(parents))
 
 
-def _where(op, parents):
+def where(op, parents):
     cond = parents[0]
     if cond.dtype != np.bool_:
         raise DTypeError(f"where: the condition must be boolean, got {cond.dtype}")
-    return _elementwise(op, parents)
+    return elementwise(op, parents)
 
 
 def _reduced_shape(op, shape):
@@ -76,7 +74,7 @@ def _reduced_shape(op, shape):
 _NO_IDENTITY = {"max": "maximum", "min": "minimum", "argmax": "argmax", "argmin": "argmin"}
 
 
-def _reduction(op, parents):
+def reduction(op, parents):
     (x,) = parents
     axes = op["axis"]
     reduced = range(len(x.shape)) if axes is None else axes
@@ -119,14 +117,14 @@ def _swap_last_two(shape, flag):
     return shape[:-2] + (shape[-1], shape[-2])
 
 
-def _matmul(op, parents):
+def matmul(op, parents):
     a, b = parents
     shape = _matmul_shape("matmul", _swap_last_two(a.shape, op.get("trans_a")),
                           _swap_last_two(b.shape, op.get("trans_b")))
     return shape, probe_dtype("matmul", _dtypes(parents))
 
 
-def _dot(op, parents):
+def dot(op, parents):
     a, b = parents
     if a.shape == () or b.shape == ():
         raise ShapeError("dot: scalar operands are not supported; use multiply")
@@ -141,7 +139,7 @@ def _dot(op, parents):
     return out, probe_dtype("matmul", _dtypes(parents))
 
 
-def _einsum(op, parents):
+def einsum(op, parents):
     inputs, output = op["subscripts"].split("->")
     sizes: dict[str, int] = {}
     for spec, p in zip(inputs.split(","), parents):
@@ -155,7 +153,7 @@ def _einsum(op, parents):
     return tuple(sizes[c] for c in output), probe_dtype("matmul", _dtypes(parents))
 
 
-def _reshape(op, parents):
+def reshape(op, parents):
     (x,) = parents
     shape = op["shape"]
     if math.prod(shape) != math.prod(x.shape):
@@ -163,7 +161,7 @@ def _reshape(op, parents):
     return shape, x.dtype
 
 
-def _transpose(op, parents):
+def transpose(op, parents):
     (x,) = parents
     axes = op["axes"]
     if sorted(axes) != list(range(len(x.shape))):
@@ -172,12 +170,12 @@ def _transpose(op, parents):
     return tuple(x.shape[a] for a in axes), x.dtype
 
 
-def _broadcast_to(op, parents):
+def broadcast_to(op, parents):
     check_broadcast_to("broadcast_to", parents[0].shape, op["shape"])
     return op["shape"], parents[0].dtype
 
 
-def _concatenate(op, parents):
+def concatenate(op, parents):
     if not parents:
         raise ShapeError("concatenate: need at least one array to concatenate")
     axis, first = op["axis"], parents[0].shape
@@ -197,72 +195,57 @@ def _integer_indices(opname, parents):
             raise DTypeError(f"{opname}: index arrays must be integer, got {p.dtype}")
 
 
-def _slice(op, parents):
+def slice_(op, parents):
     return key_result_shape("getitem", op["key"], parents[0].shape, {}), parents[0].dtype
 
 
-def _gather(op, parents):
+def gather(op, parents):
     _integer_indices("getitem", parents[1:])
     shapes = {i: p.shape for i, p in enumerate(parents) if i}
     return key_result_shape("getitem", op["key"], parents[0].shape, shapes), parents[0].dtype
 
 
-def _take(op, parents):
+def take(op, parents):
     x, idx = parents
     _integer_indices("take", [idx])
     axis = op["axis"]
     return x.shape[:axis] + idx.shape + x.shape[axis + 1:], x.dtype
 
 
-def _pad(op, parents):
+def pad(op, parents):
     (x,) = parents
     widths = op["pad_width"]
     return tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, widths)), x.dtype
 
 
-def _tile(op, parents):
+def tile(op, parents):
     (x,) = parents
     return tuple(d * r for d, r in zip(x.shape, op["reps"])), x.dtype
 
 
-def _repeat(op, parents):
+def repeat(op, parents):
     (x,) = parents
     axis = op["axis"]
     return x.shape[:axis] + (x.shape[axis] * op["repeats"],) + x.shape[axis + 1:], x.dtype
 
 
-def _one_hot(op, parents):
+def one_hot(op, parents):
     _integer_indices("one_hot", parents)
     return parents[0].shape + (op["depth"],), op["dtype"]
 
 
-def _delay(op, parents):
+def delay(op, parents):
     return op["shape"], op["dtype"]
 
 
-_FAMILY_RULES = {"unary": _unary, "binary": _elementwise, "random": _declared,
-                 "creation": _declared, "leaf": _declared, "delay": _delay,
-                 "reduction": _reduction}
-
-#: kind -> rule; kinds not named here take their family's rule.
-RULES = {k: _FAMILY_RULES[v.family] for k, v in KINDS.items() if v.family in _FAMILY_RULES}
-RULES.update({
-    "relu": _same, "copy": _same, "round": _unary, "astype": _astype, "clip": _clip,
-    "where": _where, "matmul": _matmul, "dot": _dot, "einsum": _einsum,
-    "reshape": _reshape, "transpose": _transpose, "broadcast_to": _broadcast_to,
-    "concatenate": _concatenate, "slice": _slice, "gather": _gather, "take": _take,
-    "pad": _pad, "tile": _tile, "repeat": _repeat, "flip": _same, "one_hot": _one_hot,
-})
-
-
-def _fma(op, parents):
+def fma(op, parents):
     shape = broadcast_shapes("fma", *[p.shape for p in parents])
     a, b, c = _dtypes(parents)
     return shape, probe_dtype("add", (probe_dtype("multiply", (a, b)), c))
 
 
-RULES.update({"fma": _fma, "fused_adagrad": _same, "fused": _declared})
-RULES.update(NEURAL_RULES)
+#: kind -> rule, filled by the op definitions (:mod:`graphc.ops`)
+RULES: dict = {}
 
 
 def infer(op, parents) -> tuple[tuple[int, ...], np.dtype]:

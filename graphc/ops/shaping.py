@@ -1,0 +1,51 @@
+"""The shape and indexing kinds: reshapes and permutations, joins, slices, advanced
+indexing, padding, tiling, repetition, flips, one-hot. One definition each.
+
+>>> from graphc.ops import DEFINITIONS
+>>> DEFINITIONS["reshape"].overwrites, DEFINITIONS["take"].fallible
+('any', True)
+"""
+from __future__ import annotations
+
+from ..algodiff import shaping as grads
+from ..engine import cpu_kernels as kernels
+from ..onnx import export_shape as onnx
+from ..shape import rules as shapes
+from ..type.kinds import ANY
+from .definition import NO_GRADIENT, OpDef, define
+
+
+def shape_op(name, arity, reference, *, grad, names=None, **facts) -> OpDef:
+    """A kind of the ``shape`` family: its shape rule, kernel and exporter are the
+    ones named after it (``shapes.<name>``, ``kernels.<name>``, ``<name>_export``).
+
+    Example: ``shape_op("tile", 1, "numpy.tile", grad=grads.tile_grad)``
+    """
+    attr = "slice_" if name == "slice" else name
+    defaults = {"shape": lambda: getattr(shapes, attr), "kernel": lambda: getattr(kernels, attr),
+                "onnx": lambda: getattr(onnx, f"{name}_export")}
+    for key, default in defaults.items():
+        if key not in facts:
+            facts[key] = default()
+    return OpDef(name, "shape", arity, reference, grad=grad,
+                 names=(name,) if names is None else names, **facts)
+
+
+define(
+    # reshape only reinterprets memory, so its result may simply be its parent's
+    shape_op("reshape", 1, "numpy.reshape", overwrites=ANY, grad=grads.reshape_grad),
+    shape_op("transpose", 1, "numpy.transpose", grad=grads.transpose_grad),
+    shape_op("broadcast_to", 1, "numpy.broadcast_to", grad=grads.broadcast_to_grad),
+    shape_op("concatenate", None, "numpy.concatenate", grad=grads.concatenate_grad),
+    shape_op("slice", 1, "numpy.ndarray.__getitem__", grad=grads.slice_grad,
+             names=("getitem",)),
+    # index arrays fed at run time may be out of range
+    shape_op("gather", None, "numpy.ndarray.__getitem__", fallible=True,
+             grad=grads.gather_grad, names=("getitem",)),
+    shape_op("take", 2, "numpy.take", fallible=True, grad=grads.take_grad),
+    shape_op("pad", 1, "numpy.pad", grad=grads.pad_grad),
+    shape_op("tile", 1, "numpy.tile", grad=grads.tile_grad),
+    shape_op("repeat", 1, "numpy.repeat", grad=grads.repeat_grad),
+    shape_op("flip", 1, "numpy.flip", shape=shapes.same, grad=grads.flip_grad),
+    shape_op("one_hot", 1, None, fallible=True, grad=NO_GRADIENT),   # labels out of range
+)

@@ -1,0 +1,95 @@
+"""Every op kind is defined once (graphc/ops) and its facts reach every table that must
+hold them: the type layer's KINDS, the shape rules, the CPU kernels, the generated-code
+expressions, the gradient rules, the ONNX exporters and the public names."""
+import numpy as np
+import pytest
+
+import graphc.eager as E
+import graphc.ndarray as N
+from graphc.algodiff.rules import GRADIENTS, NON_DIFFERENTIABLE
+from graphc.engine.cpu_kernels import KERNELS
+from graphc.engine.cuda_codegen import C_EXPRESSIONS
+from graphc.onnx.export_ops import EXPORTERS, REFUSED
+from graphc.operator.generated import (BINARY_NAMES, HANDWRITTEN, REDUCTION_NAMES,
+                                       UFUNC_NAMES, UNARY_NAMES)
+from graphc.ops import DEFINITIONS, LEAF, NO_GRADIENT, OpDef, Refused, define
+from graphc.shape.rules import RULES
+from graphc.type.kinds import KINDS, is_elementwise, is_leaf
+
+ALL = sorted(DEFINITIONS)
+
+
+def test_every_kind_has_one_definition():
+    assert set(DEFINITIONS) == set(KINDS)
+    for name, d in DEFINITIONS.items():
+        assert d.name == name and KINDS[name] == d.kind()
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_table_holds_the_definitions_facts(name):
+    d = DEFINITIONS[name]
+    assert RULES[name] is d.shape, "shape rule"
+    if is_leaf(name):
+        assert name not in KERNELS and d.onnx is LEAF
+    else:
+        assert KERNELS[name] is d.kernel and callable(d.kernel), "CPU kernel"
+    assert (C_EXPRESSIONS.get(name) is d.expr) and (d.expr is not None) == is_elementwise(name), \
+        "generated-code expression: every elementwise kind, and only those"
+    if d.grad == NO_GRADIENT:
+        assert name in NON_DIFFERENTIABLE and name not in GRADIENTS
+    else:
+        assert GRADIENTS[name] is d.grad and name not in NON_DIFFERENTIABLE, "gradient rule"
+    if isinstance(d.onnx, Refused):
+        assert name not in EXPORTERS and (d.onnx is LEAF or REFUSED[name] == d.onnx.reason)
+    else:
+        assert EXPORTERS[name] is d.onnx and name not in REFUSED, "ONNX exporter"
+
+
+def test_no_table_knows_a_kind_without_a_definition():
+    for table in (RULES, KERNELS, C_EXPRESSIONS, GRADIENTS, NON_DIFFERENTIABLE, EXPORTERS,
+                  REFUSED):
+        assert set(table) <= set(DEFINITIONS)
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if DEFINITIONS[n].names])
+def test_public_names_exist_in_both_namespaces(name):
+    for public in DEFINITIONS[name].names:
+        owner_n, owner_e = (N.random, E.random) if public.startswith("random.") else (N, E)
+        attr = public.split(".")[-1]
+        assert callable(getattr(owner_n, attr)) and callable(getattr(owner_e, attr)), public
+        assert name in (UNARY_NAMES.get(public), BINARY_NAMES.get(public),
+                        REDUCTION_NAMES.get(public)) + HANDWRITTEN.get(public, ())
+
+
+@pytest.mark.parametrize("public,kind", sorted({**UNARY_NAMES, **BINARY_NAMES}.items()))
+def test_generated_elementwise_functions_build_their_kind(public, kind):
+    arity = KINDS[kind].arity
+    x = N.var("x", (3,), np.float64)
+    node = getattr(N, public)(*[x] * arity)
+    assert node.op.kind == kind
+    assert UFUNC_NAMES[public] == public
+
+
+@pytest.mark.parametrize("public,kind", sorted(REDUCTION_NAMES.items()))
+def test_generated_reductions_build_their_kind(public, kind):
+    assert getattr(N, public)(N.var("x", (2, 3)), axis=1).op.kind == kind
+
+
+def test_flags_come_from_the_definitions():
+    comparisons = {k for k, v in KINDS.items() if v.comparison}
+    assert comparisons == {"equal", "not_equal", "less", "less_equal", "greater",
+                           "greater_equal"}
+    assert {k for k, v in KINDS.items() if v.logical} == {"logical_and", "logical_or",
+                                                          "logical_xor", "logical_not"}
+
+
+def test_a_kind_cannot_be_defined_twice():
+    with pytest.raises(ValueError, match="defined twice"):
+        define(OpDef("exp", "unary", 1))
+    assert KINDS["exp"].reference == "numpy.exp"
+
+
+def test_a_public_name_no_mixin_writes_is_refused():
+    from graphc.operator.generated import install
+    with pytest.raises(ValueError, match="no mixin"):
+        install("no_such_function", "conv2d", "neural")
