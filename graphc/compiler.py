@@ -30,8 +30,8 @@ from .engine.planners import make_plan
 from .engine.schedules import SCHEDULES, make_runner, worker_count
 from .graph import Graph, to_dot
 from .graph.stats import structure_stats
+from .optimiser.passes import OptimiseResult, select_passes
 from .optimiser.passes import optimise as run_passes
-from .optimiser.passes import select_passes
 from .symbol.node import Node
 from .type.errors import CommitError, DeviceError, InputError
 from .type.kinds import KINDS
@@ -456,23 +456,24 @@ class Executable:
         return order.critical_path
 
     def pass_report(self, plan: Optional[str] = None) -> list[dict]:
-        """Per optimiser pass, in order: nodes, edges and planned bytes after it
-        (each intermediate graph is planned here, on demand). The first row is
-        the graph as written. Example: ``g.pass_report()``"""
+        """Per optimiser round, in order: the passes that changed the graph in it
+        (``"cse+simplify"``), their changes, and the nodes, edges and planned bytes
+        after it (each intermediate graph is planned here, on demand). The passes
+        of a round take turns node by node, so the round is the finest step with a
+        graph of its own. The first row is the graph as written.
+        Example: ``g.pass_report()``"""
         strategy = plan or self.plan.strategy
         rows = [dict(passes="(as written)", changes=0, **_graph_size(self.source, strategy))]
-        if not self._passes:
-            return rows
-        from .eager import evaluate
-
         k = len(self.source.outputs)
-        roots = self.source.outputs + [value for _, value in self.source.updates]
-        stepwise = run_passes(roots, self._passes, evaluate=evaluate, stepwise=True)
-        for r in stepwise.report:
-            graph = Graph(self.source.inputs, r.roots[:k],
+        # the report of the very schedule compile ran: each round keeps its graph
+        for passes in OptimiseResult(list(self.graph.outputs), self.report).rounds():
+            after = passes[0].roots
+            graph = Graph(self.source.inputs, after[:k],
                           {var: value for (var, _), value in zip(self.source.updates,
-                                                                 r.roots[k:])})
-            rows.append(dict(passes=r.name, changes=r.changes, **_graph_size(graph, strategy)))
+                                                                 after[k:])})
+            rows.append(dict(passes="+".join(r.name for r in passes),
+                             changes=sum(r.changes for r in passes),
+                             **_graph_size(graph, strategy)))
         return rows
 
     def memory_groups(self) -> dict[int, object]:

@@ -65,10 +65,10 @@ def main():
         print(f"  loss over 20 steps: {losses[0]:.4f} -> {losses[-1]:.4f}; "
               f"median step {np.median(times) * 1e3:.2f} ms")
 
-    print("\nwhat each optimiser pass did (blocks plan; each graph planned on its own):")
-    print(f"  {'after':<18}{'changes':>8}{'nodes':>7}{'edges':>7}{'planned B':>12}{'bound B':>12}")
+    print("\nwhat each optimiser round did (blocks plan; each graph planned on its own):")
+    print(f"  {'after':<30}{'changes':>8}{'nodes':>7}{'edges':>7}{'planned B':>12}{'bound B':>12}")
     for row in step.pass_report("blocks"):
-        print(f"  {row['passes']:<18}{row['changes']:>8}{row['nodes']:>7}{row['edges']:>7}"
+        print(f"  {row['passes']:<30}{row['changes']:>8}{row['nodes']:>7}{row['edges']:>7}"
               f"{row['planned_bytes']:>12,}{row['lower_bound_bytes']:>12,}")
 
     # the same forward pass eagerly, to show both modes agree

@@ -19,9 +19,9 @@ from .engine.cpu import RunContext as _RunContext
 from .engine.cpu_kernels import build_kernel as _build_kernel
 from .operator import public_functions as _public
 from .operator.public_names import named_functions as _named_functions
-from .operator.lazy import Namespace as _Namespace
+from .operator.namespace import Namespace as _Namespace
 from .shape.rules import infer as _infer
-from .symbol.node import user_location as _user_location
+from .symbol.node import locate as _locate
 from .type.errors import GraphcError as _GraphcError
 
 
@@ -40,7 +40,7 @@ class EagerNamespace(_Namespace):
         try:
             shape, dtype = _infer(op, parents)
         except _GraphcError as exc:
-            raise type(exc)(f"{exc} (at {_user_location()})") from None
+            raise _locate(exc).with_traceback(None) from None
         out = _np.empty(shape, dtype)
         _build_kernel(op, parents, out, self.context)()
         return out
@@ -77,9 +77,9 @@ def evaluate(op, arrays):
 
 
 def _ufunc_names():
-    from .operator.lazy import _UFUNCS  # NumPy ufunc name -> namespace function
+    from .operator.generated import UFUNC_NAMES  # NumPy ufunc name -> namespace function
 
-    return dict(_UFUNCS)
+    return dict(UFUNC_NAMES)
 
 
 _tape.bind(_NS, _ufunc_names())

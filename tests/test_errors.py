@@ -4,12 +4,14 @@ input, the shapes or dtypes involved and what was expected. Bad calls to
 from __future__ import annotations
 
 import inspect
+import pickle
 import re
 
 import numpy as np
 import pytest
 
 import graphc
+import graphc.eager as E
 import graphc.ndarray as N
 from graphc.engine.cpu_kernels import KernelError
 
@@ -112,6 +114,48 @@ def test_a_computed_boolean_mask_is_refused():
     x = N.var("x", (3,))
     with pytest.raises(graphc.ShapeError, match="data-dependent shape; use N.where"):
         x[x > 0]
+
+
+# -- the user's source line, stored once on the error -------------------------------
+def located_error(build, error_type=graphc.GraphcError):
+    with pytest.raises(error_type) as info:
+        build()
+    return info.value
+
+
+@pytest.mark.parametrize("marker, build", [
+    # a shape rule (Node.apply), argument checks of a function and of one that calls
+    # others, an operator of the array type, and eager mode (its own apply)
+    ("MARK-loc-rule", lambda x: x + N.var("y", (4,))),
+    ("MARK-loc-args", lambda x: x.reshape(5)),
+    ("MARK-loc-nested", lambda x: N.std(x, axis=5)),
+    ("MARK-loc-invert", lambda x: ~x),
+    ("MARK-loc-eager", lambda x: E.add(np.zeros(2), np.zeros(3))),
+])
+def test_an_error_holds_the_users_line_once_as_its_location(marker, build):
+    error = located_error(lambda: build(N.var("x", (2, 3))))
+    where = f"{HERE}:{line_of(marker)}"
+    assert error.location == where
+    assert str(error) == f"{error.message} (at {where})"
+    assert " (at " not in error.message and str(error).count(" (at ") == 1
+
+
+def test_a_located_error_survives_pickling_and_copies():
+    x = N.var("x", (2, 3))
+    error = located_error(lambda: x.reshape(5), graphc.ShapeError)  # MARK-loc-pickle
+    clone = pickle.loads(pickle.dumps(error))
+    assert type(clone) is graphc.ShapeError and clone.location == error.location
+    assert str(clone) == str(error) and clone.message == error.message
+    # a copy made from the text (as code re-raising with more context does) reads the same
+    copy = type(error)(str(error))
+    assert str(copy) == str(error) and copy.location is None
+    assert f"{HERE}:{line_of('MARK-loc-pickle')}" in str(copy)
+
+
+def test_an_error_raised_without_a_user_call_has_no_location():
+    error = graphc.ShapeError("reshape: cannot reshape array of shape (2,) into shape (3,)")
+    assert error.location is None and str(error) == error.message
+    assert str(error) == "reshape: cannot reshape array of shape (2,) into shape (3,)"
 
 
 # -- lazy values are not data --------------------------------------------------------

@@ -160,6 +160,32 @@ def conv_kernel_gradient(M, x, g, w_shape=(4, 3, 3, 3)):
     return ref_conv_backward_kernel(x, g, w_shape, *WINDOW).astype(x.dtype)
 
 
+POINTWISE = ((1, 1), ((0, 0), (0, 0)), (1, 1), 1)
+
+
+def pointwise_conv(M, x, w):
+    """A 1x1 convolution of a computed value used once (its reshape is free, so the
+    lowering's pointwise rule fires)."""
+    x = x * c(x, 2)
+    if M is N:
+        return N.conv2d(x, w)
+    return ref_conv(x, w, *POINTWISE).astype(x.dtype)
+
+
+def pointwise_input_gradient(M, g, w, x_shape=(2, 3, 6, 6)):
+    g = g * c(g, 2)
+    if M is N:
+        return N.conv2d_backward_input(g, w, x_shape)
+    return ref_conv_backward_input(g, w, x_shape, *POINTWISE).astype(g.dtype)
+
+
+def pointwise_kernel_gradient(M, x, g, w_shape=(4, 3, 1, 1)):
+    x = x * c(x, 2)
+    if M is N:
+        return N.conv2d_backward_kernel(x, g, w_shape)
+    return ref_conv_backward_kernel(x, g, w_shape, *POINTWISE).astype(x.dtype)
+
+
 @dataclass(frozen=True)
 class Case:
     """``build(M, *arrays)`` with ``M`` either ``graphc.ndarray`` or ``numpy`` makes
@@ -194,11 +220,17 @@ CASES = [
          lambda M, x: x * M.sqrt(const(M, every_pair(x.dtype, x.shape, 1)))),
     Case("drop_expansions", "drop_expansions",
          lambda M, x, b: x + M.broadcast_to(b, x.shape) * M.tile(b, (20, 1)), ((20, 20), (20,))),
-    Case("lowering", "lowering", conv, ((2, 3, 6, 6), (4, 3, 3, 3)), integers=True),
-    Case("lowering", "lowering", conv_input_gradient, ((2, 4, 6, 6), (4, 3, 3, 3)),
+    Case("lower_conv2d", "lowering", conv, ((2, 3, 6, 6), (4, 3, 3, 3)), integers=True),
+    Case("lower_conv2d_backward_input", "lowering", conv_input_gradient,
+         ((2, 4, 6, 6), (4, 3, 3, 3)), integers=True),
+    Case("lower_conv2d_backward_kernel", "lowering", conv_kernel_gradient,
+         ((2, 3, 6, 6), (2, 4, 6, 6)), integers=True),
+    Case("lower_pointwise_conv2d", "lowering", pointwise_conv, ((2, 3, 6, 6), (4, 3, 1, 1)),
          integers=True),
-    Case("lowering", "lowering", conv_kernel_gradient, ((2, 3, 6, 6), (2, 4, 6, 6)),
-         integers=True),
+    Case("lower_pointwise_conv2d_backward_input", "lowering", pointwise_input_gradient,
+         ((2, 4, 6, 6), (4, 3, 1, 1)), integers=True),
+    Case("lower_pointwise_conv2d_backward_kernel", "lowering", pointwise_kernel_gradient,
+         ((1, 3, 6, 6), (1, 4, 6, 6)), integers=True),
     Case("transpose_a_into_matmul", "matmul_transpose", lambda M, a, b: a.T @ b,
          ((7, 5), (7, 6)), integers=True),
     Case("transpose_b_into_matmul", "matmul_transpose", lambda M, a, b: a @ b.T,

@@ -4,6 +4,7 @@ expressions, the gradient rules, the ONNX exporters and the public names."""
 import numpy as np
 import pytest
 
+import graphc
 import graphc.eager as E
 import graphc.ndarray as N
 from graphc.algodiff.rules import GRADIENTS, NON_DIFFERENTIABLE
@@ -93,3 +94,11 @@ def test_a_public_name_no_mixin_writes_is_refused():
     from graphc.operator.generated import install
     with pytest.raises(ValueError, match="no mixin"):
         install("no_such_function", "conv2d", "neural")
+
+
+@pytest.mark.parametrize("call", [lambda x: N.sum(x, axis=3), lambda x: N.exp(np.array(["a"])),
+                                  lambda x: N.add(x, np.array(["a"]))])
+def test_generated_functions_locate_their_argument_errors(call):
+    with pytest.raises(graphc.GraphcError) as caught:
+        call(N.var("x", (2, 3)))
+    assert caught.value.location is not None and "test_op_definitions.py" in str(caught.value)

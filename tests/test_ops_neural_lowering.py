@@ -5,7 +5,7 @@ import hypothesis.strategies as st
 import numpy as np
 from hypothesis import given
 from neural_reference import (SEEDS, conv_cases, data, output_shape, ref_conv,
-                              ref_conv_backward_input)
+                              ref_conv_backward_input, ref_conv_backward_kernel)
 from opcheck import examples, feeds, make_vars
 
 import graphc
@@ -143,3 +143,32 @@ def test_constant_weights_are_reshaped_without_a_copy():
     assert np.shares_memory(weights[0].value, w.value)
     X = np.ones((1, 3, 6, 6), np.float32)
     np.testing.assert_allclose(g.run(x=X), E.conv2d(X, W, padding=1), rtol=1e-5, atol=1e-5)
+
+
+def test_pointwise_gradients_are_lowered_only_where_the_reshape_is_free():
+    """A 1x1 input gradient's GEMM reads ``g`` reshaped, a 1x1 kernel gradient of one
+    image reads ``x`` reshaped: lowered (no columns) where that operand is a computed
+    value used once, kept as the direct kernel (the same GEMM on views) for a variable.
+    Of two images the kernel gradient needs its channel-major columns either way."""
+    rng = np.random.default_rng(2)
+    W = rng.standard_normal((4, 6, 1, 1))
+    w = N.var("w", W.shape, np.float64)
+    window = ((1, 1), ((0, 0), (0, 0)), (1, 1), 1)
+    for n in (1, 2):
+        X, G = rng.standard_normal((n, 6, 5, 3)), rng.standard_normal((n, 4, 5, 3))
+        x, g = N.var("x", X.shape, np.float64), N.var("g", G.shape, np.float64)
+        for computed in (False, True):
+            operand = N.relu if computed else (lambda v: v)
+            dx = N.conv2d_backward_input(operand(g), w, X.shape)
+            dw = N.conv2d_backward_kernel(operand(x), g, W.shape)
+            ex = graphc.compile([x, g, w], [dx, dw], check=True)
+            present = kinds(ex)
+            assert ("conv2d_backward_input" in present) == (not computed)
+            assert ("conv2d_backward_kernel" in present) == (not computed and n == 1)
+            assert ("im2col" in present) == (n == 2) and "col2im" not in present
+            Xo, Go = (np.maximum(X, 0), np.maximum(G, 0)) if computed else (X, G)
+            got = ex.run(x=X, g=G, w=W)
+            np.testing.assert_allclose(got[0], ref_conv_backward_input(Go, W, X.shape, *window),
+                                       rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(got[1], ref_conv_backward_kernel(Xo, G, W.shape, *window),
+                                       rtol=1e-10, atol=1e-12)

@@ -1,6 +1,7 @@
 """The optimiser: every pass on its own, the pipeline on random programs
-(optimised == unoptimised, invariants checked after every pass, plans checked),
-the choice of passes, fast_math, and the per-pass report."""
+(optimised == unoptimised, invariants checked after every round, plans checked),
+the choice of passes, fast_math, the per-pass report, and the one executor
+(``check=True`` runs the default schedule; stages; the kinds passes declare)."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,7 +14,10 @@ import graphc.eager as E
 import graphc.ndarray as N
 from graphc.optimiser import PIPELINE, optimise
 from graphc.optimiser.invariants import InvariantError, check_invariants
-from graphc.optimiser.rewriter import Pass, Rule, rewrite
+from graphc.optimiser.passes import STATIC_PASSES, run_stages
+from graphc.optimiser.rewriter import STAGES, Pass, Rule, rewrite
+from graphc.symbol.traverse import topological_order
+from graphc.type.kinds import KINDS
 from graphc.optimiser.pattern import Pat
 from graphc.type import Op
 from test_plan_random import build_graph, programs, random_inputs
@@ -67,6 +71,19 @@ def test_cse_merges_identical_ops_and_equal_small_constants():
     assert kinds(plain)["exp"] == 2 and kinds(plain)["multiply"] == 2
     assert kinds(g)["exp"] == 1 and kinds(g)["multiply"] == 1 and kinds(g)["const"] == 1
     X = arr(8)
+    np.testing.assert_array_equal(g.run(x=X), plain.run(x=X))
+
+
+def test_cse_never_merges_constants_too_large_to_digest_even_equal_ones():
+    from graphc.symbol.constants import DIGEST_LIMIT
+    size = DIGEST_LIMIT // 4 + 1                  # float32: just over the limit
+    weights = arr(size)
+    x = N.var("x", (size,))
+    y = x * weights + x * weights                 # two constants of equal content
+    g, plain = both([x], y, optimise=["cse"])
+    assert kinds(plain)["const"] == 2 and kinds(g)["const"] == 2
+    assert kinds(g)["multiply"] == 2
+    X = arr(size)
     np.testing.assert_array_equal(g.run(x=X), plain.run(x=X))
 
 
@@ -417,7 +434,8 @@ def _step_kinds(executable):
 @pytest.mark.parametrize("fast_math", [False, True])
 def test_default_pipeline_fuses_adagrad_as_the_checked_one_does(fast_math):
     """The default (one traversal per round) once fused ``v + eps -> sqrt`` before the
-    AdaGrad rule saw it; ``check=True`` (pass by pass) did not: fusion now runs last."""
+    AdaGrad rule saw it; ``check=True`` (then pass by pass) did not: fusion now runs in
+    the last stage, and both run the one schedule."""
     w, v, g = (N.var(n, (1000,)) for n in "wvg")
     v2 = v + g * g
     step = 0.01 * g / N.sqrt(v2 + 1e-7) if fast_math else g * (0.01 / N.sqrt(v2 + 1e-7))
@@ -435,3 +453,187 @@ def test_default_and_checked_pipelines_make_the_same_graph(program):
         inputs, outputs, updates = build_graph(program)
         built.append(_step_kinds(graphc.compile(inputs, outputs, updates, check=check)))
     assert built[0] == built[1]
+
+
+# -- one executor: check=True runs the default schedule; stages; declared kinds ---------------
+def _structure(roots):
+    """The graph of ``roots`` as comparable data: each node's op, shape, dtype, parents
+    (by position in the order) and a constant's bytes."""
+    order = topological_order(roots)
+    position = {id(n): i for i, n in enumerate(order)}
+    return [(repr(n.op), n.shape, str(n.dtype), tuple(position[id(p)] for p in n.parents),
+             n.value.tobytes() if n.op.kind == "const" else None) for n in order]
+
+
+def _report(result):
+    return [(r.stage, r.round, r.name, r.changes, r.nodes_before, r.nodes_after,
+             r.edges_before, r.edges_after) for r in result.report]
+
+
+def _assert_same_schedule(roots, **options):
+    default = optimise(roots, evaluate=E.evaluate, **options)
+    checked = optimise(roots, evaluate=E.evaluate, check=True, **options)
+    assert _structure(checked.roots) == _structure(default.roots)
+    assert checked.changes_by_pass() == default.changes_by_pass()
+    assert _report(checked) == _report(default)
+    return default
+
+
+@pytest.mark.parametrize("fast_math", [False, True])
+def test_checked_optimise_runs_the_default_schedule_on_a_conv_training_step(fast_math):
+    import graphc.neural as nn
+
+    model = nn.MnistCNN()
+    _, loss, updates, _ = nn.training_graph(model, nn.AdaGrad(0.005), (2, 1, 28, 28))
+    result = _assert_same_schedule([loss] + [value for _, value in updates.items()],
+                                   fast_math=fast_math)
+    changed = result.changes_by_pass()
+    assert changed["lowering"] > 0 and changed["adagrad"] > 0 and changed["fuse_elementwise"] > 0
+
+
+@pytest.mark.parametrize("weights", ["var", "const"])
+def test_fast_math_makes_only_the_kinds_it_declares(weights):
+    """Without lowering (whose kinds are undeclared, so any) in the same rounds, the
+    checker holds fast_math to its declaration: the forward-convolution form of an
+    input gradient transposes, reshapes (a constant kernel: a view constant) and flips."""
+    g = N.var("g", (2, 6, 6, 6))
+    rng = np.random.default_rng(3)
+    kernels = [rng.standard_normal((6, 4 // groups, 3, 3)).astype(F32) for groups in (1, 2)]
+    ws = ([N.var(f"w{i}", k.shape) for i, k in enumerate(kernels)] if weights == "var"
+          else [N.const(k) for k in kernels])
+    outs = [N.conv2d_backward_input(g, w, (2, 4, 6, 6), padding=1, groups=groups)
+            for w, groups in zip(ws, (1, 2))]
+    result = optimise(outs, ["cse", "simplify"], fast_math=True, check=True)
+    assert result.changes_by_pass()["fast_math"] == 2
+    inputs = [g] + (ws if weights == "var" else [])
+    feeds = {"g": arr(2, 6, 6, 6), **{f"w{i}": k for i, k in enumerate(kernels)}}
+    feeds = {v.name: feeds[v.name] for v in inputs}
+    fast = graphc.compile(inputs, outs, optimise=["cse", "simplify"], fast_math=True,
+                          check=True)
+    for got, want in zip(fast.run(**feeds), graphc.compile(inputs, outs, optimise=False)
+                         .run(**feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@given(programs(max_ops=12), st.booleans())
+def test_checked_optimise_runs_the_default_schedule_on_random_programs(program, fast_math):
+    inputs, outputs, updates = build_graph(program)
+    with np.errstate(all="ignore"):
+        _assert_same_schedule(list(outputs) + [value for _, value in updates.items()],
+                              fast_math=fast_math)
+
+
+def test_stepwise_is_a_deprecated_alias_of_the_one_schedule():
+    x = N.var("x", (8,))
+    y = N.tanh(N.exp(x) * 1.0 + N.exp(x))
+    default = optimise([y], evaluate=E.evaluate)
+    with pytest.warns(DeprecationWarning, match="stepwise"):
+        old = optimise([y], evaluate=E.evaluate, stepwise=True)
+    assert _structure(old.roots) == _structure(default.roots)
+    assert _report(old) == _report(default)
+
+
+def test_the_report_is_per_round_and_the_stages_run_in_order():
+    a, b, c = (N.var(n, (8,)) for n in "abc")
+    y = N.tanh(a * b + c)      # fma (rewrite stage), then fused with the tanh (fuse stage)
+    result = optimise([y], evaluate=E.evaluate, check=True)
+    assert [(r.stage, r.round, r.name, r.changes) for r in result.report] == [
+        ("rewrite", 1, "fma", 1), ("fuse", 1, "fuse_elementwise", 1)]
+    assert [[r.name for r in group] for group in result.rounds()] == [["fma"],
+                                                                    ["fuse_elementwise"]]
+    out = result.roots[0]
+    assert out.op.kind == "fused" and [i.kind for i, _ in out.op["program"]] == ["fma", "tanh"]
+    g = graphc.compile([a, b, c], y, check=True)
+    feeds = {"a": arr(8), "b": arr(8), "c": arr(8)}
+    np.testing.assert_array_equal(g.run(**feeds),
+                                  graphc.compile([a, b, c], y, optimise=False).run(**feeds))
+
+
+def _exp_to_tanh(produces):
+    return Pass("exp_to_tanh", [Rule("exp_to_tanh", Pat("exp", (Pat(name="x"),)),
+                                     lambda b, n: N.tanh(b["x"]))], produces=produces)
+
+
+def _tanh_to_sin(stage):
+    return Pass("tanh_to_sin", [Rule("tanh_to_sin", Pat("tanh", (Pat(name="x"),)),
+                                     lambda b, n: N.sin(b["x"]))], stage=stage,
+                produces=frozenset({"sin"}))
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_a_later_stage_sees_the_kinds_an_earlier_stage_made(check):
+    x = N.var("x", (4,))
+    # listed first, but its stage runs second: it sees the tanh the first stage made
+    result = run_stages([N.exp(x)], [_tanh_to_sin("fuse"), _exp_to_tanh(frozenset({"tanh"}))],
+                        check=check)
+    assert result.roots[0].op.kind == "sin" and result.roots[0].parents[0] is x
+    assert [(r.stage, r.name) for r in result.report] == [("rewrite", "exp_to_tanh"),
+                                                         ("fuse", "tanh_to_sin")]
+
+
+def test_a_pass_sees_in_the_same_round_the_kinds_another_pass_declares():
+    """tanh_to_sin matches no kind present, but exp_to_tanh declares that it makes
+    tanh: both take part in the first round, as in a schedule that skips nothing."""
+    x = N.var("x", (4,))
+    result = run_stages([N.exp(x)], [_tanh_to_sin("rewrite"), _exp_to_tanh(frozenset({"tanh"}))],
+                        check=True)
+    assert result.roots[0].op.kind == "sin"
+    assert [(r.round, r.name) for r in result.report] == [(1, "tanh_to_sin"), (1, "exp_to_tanh")]
+    # the declaration is what the executor goes by: made but undeclared, tanh is seen
+    # only in the next round (check=True refuses that declaration, see below)
+    result = run_stages([N.exp(x)], [_tanh_to_sin("rewrite"), _exp_to_tanh(frozenset())])
+    assert result.roots[0].op.kind == "sin"
+    assert [(r.round, r.name) for r in result.report] == [(1, "exp_to_tanh"), (2, "tanh_to_sin")]
+
+
+def test_check_refuses_a_kind_that_no_pass_declares():
+    x = N.var("x", (4,))
+    with pytest.raises(InvariantError, match=r"rewrite round 1 \(exp_to_tanh 1\): made "
+                                             r"\['tanh'\]"):
+        run_stages([N.exp(x)], [_exp_to_tanh(frozenset())], check=True)
+    # undeclared (None) means "any kind": nothing to refuse
+    assert run_stages([N.exp(x)], [_exp_to_tanh(None)], check=True).roots[0].op.kind == "tanh"
+
+
+def test_check_names_the_node_function_that_changed_a_shape():
+    x = N.var("x", (4,))
+    bad = Pass("to_sum", function=lambda n, ctx: N.sum(n.parents[0]) if n.op.kind == "exp"
+               else None)
+    with pytest.raises(InvariantError, match="to_sum: replaced"):
+        run_stages([N.exp(x)], [bad], check=True)
+
+
+def test_a_pass_declares_a_known_stage_and_real_kinds():
+    with pytest.raises(ValueError, match="stage 'late' is not one of"):
+        Pass("p", stage="late")
+    with pytest.raises(ValueError, match="rule 'r' matches 'exp'.*leaves out"):
+        Pass("p", [Rule("r", Pat("exp"), lambda b, n: None)], matches=frozenset({"tanh"}))
+    for p in STATIC_PASSES.values():
+        assert p.stage in STAGES
+        assert p.produces is None or p.produces <= KINDS.keys(), p.name
+        assert p.matches is None or callable(p.matches) or p.matches <= KINDS.keys(), p.name
+    # the pipeline lists the passes stage by stage
+    stages = [STAGES.index(STATIC_PASSES[n].stage) for n in PIPELINE if n in STATIC_PASSES]
+    assert stages == sorted(stages)
+    assert STATIC_PASSES["fuse_elementwise"].stage == STAGES[-1]
+
+
+def test_a_pass_applies_only_to_the_kinds_it_matches():
+    fuse, fma, cse = (STATIC_PASSES[n] for n in ("fuse_elementwise", "fma", "cse"))
+    assert fuse.applies_to({"exp", "var"}) and not fuse.applies_to({"matmul", "var"})
+    assert fma.applies_to({"add"}) and not fma.applies_to({"multiply"})
+    assert cse.applies_to({"var"})      # merging applies to any kind
+
+
+def test_pass_report_rows_are_the_rounds_of_the_schedule_that_ran():
+    import graphc.neural as nn
+
+    inputs, loss, updates, _ = nn.training_graph(nn.MnistCNN(), nn.AdaGrad(0.005),
+                                                 (2, 1, 28, 28))
+    g = graphc.compile(inputs, loss, updates, check=True)
+    rows, s = g.pass_report(), g.stats()
+    assert sum(r["changes"] for r in rows) == sum(s["optimiser_changes"].values())
+    assert rows[-1]["nodes"] == s["nodes"] and rows[-1]["planned_bytes"] == s["planned_bytes"]
+    for row in rows[1:]:
+        assert row["changes"] > 0 and set(row["passes"].split("+")) <= set(PIPELINE)
+    assert rows[-1]["passes"] == "fuse_elementwise"

@@ -482,6 +482,40 @@ def test_constant_digests_are_computed_from_the_arrays_never_read(tmp_path):
         np.testing.assert_array_equal(out[1], X + 1)
 
 
+@pytest.mark.parametrize("large", [False, True])
+def test_constants_are_saved_in_one_form_and_large_ones_stay_unmerged(tmp_path, large):
+    # in memory a constant too large to digest carries a never-merge flag; a file
+    # holds every constant as digest, dtype and shape, the form it always had
+    from graphc.symbol.constants import DIGEST_LIMIT
+    size = DIGEST_LIMIT // 4 + 1 if large else 3
+    path = tmp_path / "equal.npz"
+    two_constants_graph(np.ones(size, F32), np.ones(size, F32)).save(path)
+    doc, _ = read_doc(path)
+    consts = [dict(node["attrs"]) for node in doc["nodes"] if node["kind"] == "const"]
+    assert len(consts) == 2
+    for attrs in consts:
+        assert set(attrs) == {"digest", "dtype", "shape"} and isinstance(attrs["digest"], str)
+    merged = graphc.load(path, optimise=["cse"])
+    assert merged.stats()["ops"]["const"] == (2 if large else 1)
+    X = np.full(size, 5, F32)
+    for out in merged.run(x=X):
+        np.testing.assert_array_equal(out, X + 1)
+
+
+def test_a_construction_error_in_a_file_names_no_line_of_the_caller(tmp_path, saved):
+    # the shape rule's error would carry the line that called load(), which says
+    # nothing about the file
+    doc, arrays = read_doc(saved)
+    doc["nodes"][2]["attrs"] = [["dtype", {"dtype": "<f4"}], ["digest", "d"],
+                                ["shape", {"t": [4]}]]
+    bad = tmp_path / "broadcast.npz"
+    write_doc(bad, doc, {k: np.ones(4, F32) for k in arrays})
+    with pytest.raises(graphc.GraphError) as info:
+        load_as_written(bad)
+    assert "could not be broadcast" in str(info.value)
+    assert info.value.location is None and " (at " not in str(info.value)
+
+
 def test_an_npy_header_claiming_a_huge_array_is_refused_before_allocating(tmp_path, saved):
     members = read_members(saved)
     (name,) = const_members(saved)

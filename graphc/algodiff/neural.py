@@ -84,11 +84,11 @@ def im2col_grad(ns, op, inputs, output, g, needs=None):
     if op.get("layout") == "flat":  # (K, N*L) -> the batch layout (N, K, L)
         k, n = g.shape[0], x.shape[0]
         g = ns.transpose(ns.reshape(g, (k, n, g.shape[1] // max(n, 1))), (1, 0, 2))
-    return [ns._op("col2im", [g], shape=tuple(x.shape), **_window(op))]
+    return [ns.col2im(g, x.shape, **_window(op))]
 
 
 def col2im_grad(ns, op, inputs, output, g, needs=None):
-    return [ns._op("im2col", [g], layout="batch", **_window(op))]
+    return [ns.im2col(g, layout="batch", **_window(op))]
 
 
 def second_derivative_not_implemented(ns, op, inputs, output, g, needs=None):

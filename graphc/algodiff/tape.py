@@ -203,10 +203,6 @@ def record(compute, op, parents):
     return Traced(out, op, tuple(parents), level)
 
 
-def _tape_parents(node):
-    return node.parents if node.__class__ is Traced else ()
-
-
 def _tape_value(node):
     return node.value if node.__class__ is Traced else node
 

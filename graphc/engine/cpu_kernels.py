@@ -100,7 +100,17 @@ def _view_copy(view_of):
     return build
 
 
-reshape = _view_copy(lambda op, x, out: x.reshape(out.shape))
+def reshape(op, ins, out, ctx):
+    x = ins[0]
+    # a view of whichever side is contiguous: reshaping a strided array would copy it
+    # once, here, and the kernel would then never see its new values
+    if x.flags.c_contiguous:
+        return partial(np.copyto, out, x.reshape(out.shape))
+    if out.flags.c_contiguous:
+        return partial(np.copyto, out.reshape(x.shape), x)
+    return lambda: np.copyto(out, x.reshape(out.shape))
+
+
 transpose = _view_copy(lambda op, x, out: x.transpose(op["axes"]))
 broadcast_to = _view_copy(lambda op, x, out: x)
 # the trailing Ellipsis keeps a 0-d result a view (x[0] of a 1-D x is a scalar copy)
@@ -265,7 +275,7 @@ def fma(op, ins, out, ctx):
             for (pa, pb, pc), po in pieces:
                 t = tmp[:po.size]
                 calls += [partial(np.multiply, pa, pb, t), partial(np.add, pc, t, po)]
-            return _run_calls(calls)
+            return run_all(calls)
         # never planned so (strategy.streams_over_addend); kept correct for direct callers
         product = np.empty(out.shape, out.dtype)
 
@@ -280,8 +290,14 @@ def fma(op, ins, out, ctx):
     return fma
 
 
-def _run_calls(calls):
+def run_all(calls):
+    """One callable running ``calls`` (callables of no arguments) in order.
+
+    Example: ``run_all([partial(np.add, a, b, out), partial(np.exp, out, out)])()``
+    """
     calls = tuple(calls)
+    if len(calls) == 1:
+        return calls[0]
 
     def run():
         for call in calls:
@@ -317,7 +333,7 @@ def _fused_streamed(op, ins, out, ctx, chunk):
             target = po if k == len(program) - 1 else a
             operands = [a if arg[0] == "acc" else arrays[arg[1]] for arg in args]
             calls.append(KERNELS[inner.kind](inner, operands, target, ctx))
-    return _run_calls(calls)
+    return run_all(calls)
 
 
 def fused(op, ins, out, ctx):

@@ -1,6 +1,6 @@
-"""CPU kernels of the NCHW neural ops: convolutions, poolings, local response
-normalisation, and the ``im2col``/``col2im`` steps the optimiser lowers
-convolutions into.
+"""CPU kernels of the NCHW neural ops: poolings, local response normalisation,
+and the ``im2col``/``col2im`` steps convolutions are computed with (the
+convolutions themselves are GEMMs on those: :mod:`graphc.ops.conv_kernels`).
 
 Every window op is a loop over the kernel's *taps* ``(i, j)``: for one tap,
 the output cells whose input cell is not padding form a rectangle
@@ -8,8 +8,7 @@ the output cells whose input cell is not padding form a rectangle
 im2col is ``kh * kw`` strided copies (zeros only on the padding strips),
 col2im ``kh * kw`` strided adds, max pooling ``kh * kw`` ``np.maximum`` with
 ``out=``, and no padded copy of the input is ever made. Builders bind the
-views once; the scratch arrays of the direct (unlowered) convolutions are
-allocated once per build, so a compiled step allocates nothing per run.
+views (and any scratch array) once, so a compiled step allocates nothing per run.
 
 >>> import numpy as np
 >>> from graphc.type import Op
@@ -27,6 +26,7 @@ from functools import partial
 import numpy as np
 
 from ..shape.neural import conv_output_size, valid_range
+from .cpu_kernels import run_all
 
 
 # -- geometry ------------------------------------------------------------------------------
@@ -66,24 +66,6 @@ def _conv_hw(in_hw, kernel, op):
     (sh, sw), (ph, pw), (dh, dw) = op["stride"], op["padding"], op["dilation"]
     return (conv_output_size(in_hw[0], kernel[0], sh, ph, dh),
             conv_output_size(in_hw[1], kernel[1], sw, pw, dw))
-
-
-def _pointwise(op, kernel) -> bool:
-    """A 1x1, stride 1, unpadded convolution: a plain GEMM over the pixels."""
-    return (tuple(kernel) == (1, 1) and op["stride"] == (1, 1)
-            and op["padding"] == ((0, 0), (0, 0)))
-
-
-def _run_all(steps):
-    """One callable running ``steps`` in order."""
-    steps = tuple(steps)
-    if len(steps) == 1:
-        return steps[0]
-
-    def run():
-        for step in steps:
-            step()
-    return run
 
 
 def _contiguous(a, prelude):
@@ -184,80 +166,14 @@ def col2im_steps(cols, out, kernel, op, out_hw):
 def im2col(op, ins, out, ctx):
     x = ins[0]
     kernel = op["kernel"]
-    return _run_all(im2col_steps(x, out, kernel, op, _conv_hw(x.shape[2:], kernel, op),
+    return run_all(im2col_steps(x, out, kernel, op, _conv_hw(x.shape[2:], kernel, op),
                                  op["layout"]))
 
 
 def col2im(op, ins, out, ctx):
     kernel = op["kernel"]
-    return _run_all(col2im_steps(ins[0], out, kernel, op,
+    return run_all(col2im_steps(ins[0], out, kernel, op,
                                  _conv_hw(out.shape[2:], kernel, op)))
-
-
-# -- direct convolutions (eager mode, unoptimised graphs) ------------------------------------
-def _conv2d(op, ins, out, ctx):
-    """im2col into a scratch buffer, then one batched GEMM per group:
-    ``w (g, O/g, K/g) @ cols (N, g, K/g, L) -> (N, g, O/g, L)``, already NCHW."""
-    x, w = ins
-    prelude = []
-    groups = op["groups"]
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    oh, ow = out.shape[2:]
-    w3 = _contiguous(w, prelude).reshape(groups, o // groups, cg * kh * kw)
-    out4 = _shaped(out, (n, groups, o // groups, oh * ow))
-    if _pointwise(op, (kh, kw)):
-        cols = _contiguous(x, prelude).reshape(n, groups, cg, h * wd)
-        return _run_all(prelude + [partial(np.matmul, w3, cols, out4)])
-    cols = np.empty((n, c * kh * kw, oh * ow), x.dtype)
-    steps = im2col_steps(x, cols, (kh, kw), op, (oh, ow))
-    gemm = partial(np.matmul, w3, cols.reshape(n, groups, cg * kh * kw, oh * ow), out4)
-    return _run_all(prelude + steps + [gemm])
-
-
-def _conv2d_backward_input(op, ins, out, ctx):
-    """Columns ``w^T @ g`` per group, then col2im (a 1x1 convolution needs no col2im)."""
-    g, w = ins
-    prelude = []
-    groups = op["groups"]
-    n, c, h, wd = out.shape
-    o, cg, kh, kw = w.shape
-    oh, ow = g.shape[2:]
-    w_t = _contiguous(w, prelude).reshape(groups, o // groups, cg * kh * kw).swapaxes(-1, -2)
-    g4 = _contiguous(g, prelude).reshape(n, groups, o // groups, oh * ow)
-    if _pointwise(op, (kh, kw)):
-        return _run_all(prelude + [partial(np.matmul, w_t, g4,
-                                           _shaped(out, (n, groups, cg, h * wd)))])
-    cols = np.empty((n, c * kh * kw, oh * ow), out.dtype)
-    gemm = partial(np.matmul, w_t, g4, cols.reshape(n, groups, cg * kh * kw, oh * ow))
-    return _run_all(prelude + [gemm] + col2im_steps(cols, out, (kh, kw), op, (oh, ow)))
-
-
-def _conv2d_backward_kernel(op, ins, out, ctx):
-    """``g (g, O/g, N*L) @ cols^T`` with the columns channel-major, ``(K, N*L)``,
-    so the batch is summed inside the GEMM."""
-    x, g = ins
-    prelude = []
-    groups = op["groups"]
-    o, cg, kh, kw = out.shape
-    n, c = x.shape[:2]
-    oh, ow = g.shape[2:]
-    span = n * oh * ow
-    if n == 1:
-        g_t = _contiguous(g, prelude).reshape(groups, o // groups, span)
-    else:
-        channel_major = np.empty((o, n, oh, ow), g.dtype)
-        prelude.append(partial(np.copyto, channel_major, g.transpose(1, 0, 2, 3)))
-        g_t = channel_major.reshape(groups, o // groups, span)
-    if n == 1 and _pointwise(op, (kh, kw)):
-        cols = _contiguous(x, prelude).reshape(groups, cg, span)
-    else:
-        flat = np.empty((c * kh * kw, span), x.dtype)
-        prelude.extend(im2col_steps(x, flat, (kh, kw), op, (oh, ow), "flat"))
-        cols = flat.reshape(groups, cg * kh * kw, span)
-    gemm = partial(np.matmul, g_t, cols.swapaxes(-1, -2),
-                   _shaped(out, (groups, o // groups, cg * kh * kw)))
-    return _run_all(prelude + [gemm])
 
 
 # -- pooling --------------------------------------------------------------------------------
@@ -296,7 +212,7 @@ def max_pool2d(op, ins, out, ctx):
     x = ins[0]
     taps = [(region, x[..., rows, cs]) for _, _, region, rows, cs in
             _pool_taps(op, x.shape, out.shape)]
-    return _run_all(_accumulate(out, taps, lambda d, s: partial(np.maximum, d, s, out=d),
+    return run_all(_accumulate(out, taps, lambda d, s: partial(np.maximum, d, s, out=d),
                                 -np.inf))
 
 
@@ -325,7 +241,7 @@ def max_pool2d_backward(op, ins, out, ctx):
         with_nan += [equal, partial(np.not_equal, cells, cells, nan),
                      partial(np.logical_and, nan, y_nan[region], nan),
                      partial(np.logical_or, m, nan, m)] + claim
-    plain, with_nan = _run_all(plain), _run_all(with_nan)
+    plain, with_nan = run_all(plain), run_all(with_nan)
 
     def max_pool2d_backward():
         np.not_equal(y, y, out=y_nan)
@@ -339,7 +255,7 @@ def avg_pool2d(op, ins, out, ctx):
     taps = [(region, x[..., rows, cs]) for _, _, region, rows, cs in
             _pool_taps(op, x.shape, out.shape)]
     steps = _accumulate(out, taps, lambda d, s: partial(np.add, d, s, d), 0)
-    return _run_all(steps + [partial(np.divide, out, counts, out)])
+    return run_all(steps + [partial(np.divide, out, counts, out)])
 
 
 def avg_pool2d_backward(op, ins, out, ctx):
@@ -350,7 +266,7 @@ def avg_pool2d_backward(op, ins, out, ctx):
     for _, _, region, rows, cs in _pool_taps(op, out.shape, g.shape):
         dst = out[..., rows, cs]
         steps.append(partial(np.add, dst, share[region], dst))
-    return _run_all(steps)
+    return run_all(steps)
 
 
 # -- local response normalisation ----------------------------------------------------------
@@ -383,7 +299,7 @@ def lrn(op, ins, out, ctx):
     steps += _window_sum(squares, out, _lrn_window(size))
     steps += [partial(np.multiply, out, alpha / size, out), partial(np.add, out, k, out),
               partial(np.power, out, -beta, out), partial(np.multiply, out, x, out)]
-    return _run_all(steps)
+    return run_all(steps)
 
 
 def lrn_backward(op, ins, out, ctx):
@@ -403,4 +319,4 @@ def lrn_backward(op, ins, out, ctx):
     steps += _window_sum(a, b, range(-((size - 1) // 2), size // 2 + 1))
     steps += [partial(np.multiply, b, x, b), partial(np.multiply, b, 2.0 * alpha * beta / size, b),
               partial(np.subtract, out, b, out)]
-    return _run_all(steps)
+    return run_all(steps)

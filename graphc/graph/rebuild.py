@@ -33,9 +33,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..operator.lazy import NS, Tensor, _const_op
+from ..operator.lazy import NS, Tensor
 from ..shape.axes import as_shape
 from ..shape.dtypes import as_dtype
+from ..symbol.constants import const_op as _const_op
 from ..symbol.node import Node
 from ..type.errors import GraphcError, GraphError
 from ..type.kinds import KINDS
@@ -50,7 +51,6 @@ NOT_SAVED = {"delay": "a delay node wraps Python code, and the format never stor
 MAX_ATTRIBUTE_DEPTH = 4
 _INT64 = 1 << 63
 _INTP_MAX = np.iinfo(np.intp).max
-_LOCATION = re.compile(r" \(at [^()]*\)$")
 
 
 @dataclass(frozen=True)
@@ -385,13 +385,14 @@ def _compare(kind, attrs, parents, built):
 
 
 def _located(make):
-    """``make()``, its errors (a user's would name their line) as a GraphError."""
+    """``make()``, its errors as a GraphError (without the caller's line, which says
+    nothing about the file)."""
     try:
         return make()
     except GraphError:
         raise
     except GraphcError as exc:
-        raise GraphError(_LOCATION.sub("", str(exc))) from None
+        raise GraphError(exc.message) from None
     except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError) as exc:
         raise GraphError(f"{type(exc).__name__}: {exc}") from None
 

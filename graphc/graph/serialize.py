@@ -28,6 +28,7 @@ import os
 
 import numpy as np
 
+from ..symbol.constants import saved_attributes
 from ..symbol.node import Node
 from ..type.errors import GraphError
 from .graph import Graph
@@ -91,10 +92,12 @@ def save(graph: Graph, path, single_output: bool = False) -> None:
             raise GraphError(f"save: operation kind {n.op.kind!r} is {NOT_SAVED[n.op.kind]}; "
                              "save the graph as written (Executable.save does), not an "
                              "optimised one")
-        nodes.append({"kind": n.op.kind, "attrs": [[k, _encode(v)] for k, v in n.op.attrs],
-                      "parents": [index[id(p)] for p in n.parents], "name": n.name})
-        if n.op.kind == "const":
+        attrs = n.op.attrs
+        if n.op.kind == "const":   # in the form files have always had (no distinct flag)
+            attrs = saved_attributes(n.op)
             arrays[f"const_{i}"] = n.value
+        nodes.append({"kind": n.op.kind, "attrs": [[k, _encode(v)] for k, v in attrs],
+                      "parents": [index[id(p)] for p in n.parents], "name": n.name})
     doc = {"format": FORMAT, "version": VERSION, "nodes": nodes,
            "inputs": [index[id(v)] for v in graph.inputs],
            "outputs": [index[id(o)] for o in graph.outputs],

@@ -20,10 +20,9 @@ array([0., 2.])
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
+from ..type.errors import GraphcError
 from . import ops  # noqa: F401  (fills CONVERTERS)
 from .context import Namespaces, NodeContext
 from .errors import NeedsInputValue, OnnxError, OnnxModelError, OnnxUnsupported, describe
@@ -40,10 +39,6 @@ FLAGS = frozenset({"keepdims", "noop_with_empty_axes", "select_last_index", "exc
                    "reverse", "largest", "sorted", "allowzero", "upper", "transA", "transB",
                    "ceil_mode", "count_include_pad", "fmod", "detect_negative",
                    "detect_positive", "training_mode", "is_test", "spatial", "broadcast"})
-
-# graphc's own errors end with the line of the caller that built the value; in an
-# import that line is the caller's load(), which says nothing about the model
-_LOCATION = re.compile(r" \(at [^()]*\)$")
 
 
 def convert_node(node, index: int, opset: int, env: dict, namespaces: Namespaces) -> dict:
@@ -63,8 +58,16 @@ def convert_node(node, index: int, opset: int, env: dict, namespaces: Namespaces
 
 
 def message_of(exc: BaseException) -> str:
-    """``exc``'s message without the caller's location graphc appends to it."""
-    return _LOCATION.sub("", str(exc))
+    """``exc``'s message without the caller's location graphc adds to its own errors
+    (in an import that is the caller's load(), which says nothing about the model).
+
+    >>> from graphc.type.errors import ShapeError
+    >>> error = ShapeError("add: shapes (2,) and (3,) could not be broadcast")
+    >>> error.location = "model.py:3"
+    >>> message_of(error)
+    'add: shapes (2,) and (3,) could not be broadcast'
+    """
+    return exc.message if isinstance(exc, GraphcError) else str(exc)
 
 
 def _convert(node, index, opset, env, namespaces, where) -> dict:

@@ -1,6 +1,7 @@
 """Operator layer: NumPy-named constructors and the lazy array type."""
-from .lazy import NS, LazyNamespace, Namespace, Tensor, public_functions
-from .namespace import DEFAULT_DTYPE, Backend
+# namespace first: the mixin modules it imports at its end import it in turn
+from .namespace import DEFAULT_DTYPE, Backend, Namespace  # isort: skip
+from .lazy import NS, LazyNamespace, Tensor, public_functions
 
 __all__ = ["NS", "LazyNamespace", "Namespace", "Tensor", "Backend", "DEFAULT_DTYPE",
            "public_functions"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 from .creation import CreationMixin, RandomFunctions
 from .elementwise import ElementwiseMixin, binary_function, unary_function
 from .linalg import LinalgMixin
+from .namespace import with_location
 from .neural import NeuralMixin
 from .reductions import ReductionMixin, arg_reduction_function, reduction_function
 from .shaping import ShapingMixin
@@ -65,7 +66,9 @@ def install(name: str, kind: str, family: str) -> None:
         HANDWRITTEN[name] = HANDWRITTEN.get(name, ()) + (kind,)
         return
     mixin, make, table = generated
-    setattr(mixin, name, make(name, kind))
+    # errors raised while normalising arguments name the user's line, as every
+    # hand-written function's do
+    setattr(mixin, name, with_location(make(name, kind)))
     table[name] = kind
     if family != "reduction":
         UFUNC_NAMES[name] = name

@@ -12,82 +12,20 @@ while the graph is built: operators, methods, indexing and NumPy ufuncs
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import itertools
-
 import numpy as np
 
 from ..shape.axes import as_shape
 from ..shape.dtypes import as_dtype
-from ..symbol.node import Node, user_location
+from ..symbol.constants import const_op, immutable
+from ..symbol.node import Node, locate
 from ..type.errors import DTypeError, GraphcError
 from ..type.op import Op
-from .creation import CreationMixin, RandomFunctions
-from .elementwise import ElementwiseMixin, power_shortcut
+from .elementwise import power_shortcut
 from .generated import UFUNC_NAMES
-from .linalg import LinalgMixin
-from .namespace import DEFAULT_DTYPE, Backend
-from .neural import NeuralMixin
-from .reductions import ReductionMixin
-from .shaping import ShapingMixin
+from .namespace import DEFAULT_DTYPE, Namespace
 
-_unique = itertools.count()
-#: constants up to this many bytes are identified by content (so equal ones can merge)
-_DIGEST_LIMIT = 1 << 16
-
-
-def _const_op(array: np.ndarray) -> Op:
-    if array.nbytes <= _DIGEST_LIMIT:
-        digest = hashlib.blake2b(array.tobytes(), digest_size=12).hexdigest()
-    else:  # hashing large weights costs more than merging them could save
-        digest = f"unique-{next(_unique)}"
-    return Op.make("const", shape=array.shape, dtype=array.dtype, digest=digest)
-
-
-class Namespace(ElementwiseMixin, ReductionMixin, LinalgMixin, ShapingMixin, CreationMixin,
-                NeuralMixin, Backend):
-    """Every NumPy-named function of graphc, for one backend."""
-
-    def __init__(self):
-        self.random = RandomFunctions(self)
-
-
-def _with_location(function):
-    """``function`` with the user's source line added to the errors it raises.
-
-    Shape and dtype rules add it when a node is built; this covers the errors the
-    functions raise themselves while normalising arguments (a bad axis, a reshape
-    of the wrong size, arrays that cannot be stacked).
-    """
-    @functools.wraps(function)
-    def located(*args, **kwargs):
-        try:
-            return function(*args, **kwargs)
-        except GraphcError as exc:
-            if " (at " in str(exc):
-                raise
-            raise type(exc)(f"{exc} (at {user_location()})") from None
-    return located
-
-
-for _cls in (Namespace, RandomFunctions):
-    for _name in [n for n in dir(_cls) if not n.startswith("_")] + (
-            ["_logical_or_bitwise"] if _cls is Namespace else []):
-        if callable(getattr(_cls, _name)):
-            setattr(_cls, _name, _with_location(getattr(_cls, _name)))
-
-
-def _immutable(array: np.ndarray) -> bool:
-    """Whether ``array``'s contents can no longer change: it is read-only and so is
-    every array it views, down to an owner that is read-only or to ``bytes``."""
-    while isinstance(array, np.ndarray):
-        if array.flags.writeable:
-            return False
-        if array.base is None:
-            return True
-        array = array.base
-    return isinstance(array, bytes)
+#: the op of a constant node (it lives in the symbol layer, below the optimiser)
+_const_op = const_op
 
 
 class LazyNamespace(Namespace):
@@ -101,7 +39,7 @@ class LazyNamespace(Namespace):
         # a read-only array that owns its data is taken as a promise that it stays as
         # it is, so large weights are adopted without a copy, as is a read-only view of
         # immutable bytes (ONNX initializers); anything else is copied
-        if not _immutable(array):
+        if not immutable(array):
             array = np.array(array, copy=True)
             array.flags.writeable = False
         as_dtype("const", array.dtype)
@@ -217,8 +155,8 @@ class Tensor(Node):
 
     def __invert__(self):
         if self.dtype != np.bool_:
-            raise DTypeError(f"invert: only boolean arrays are supported, got {self.dtype} "
-                             f"(at {user_location()})")
+            raise locate(DTypeError(f"invert: only boolean arrays are supported, got "
+                                    f"{self.dtype}"))
         return NS.logical_not(self)
 
     def __getitem__(self, key): return NS.getitem(self, key)

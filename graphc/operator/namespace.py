@@ -15,13 +15,15 @@ functions such as ``var`` or ``logsumexp``) lives in the mixins and is shared.
 """
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
 
 from ..shape.axes import as_shape
 from ..shape.dtypes import as_dtype
-from ..type.errors import DTypeError
+from ..symbol.node import locate
+from ..type.errors import DTypeError, GraphcError
 from ..type.op import Op
 
 #: Default dtype of variables and of creation functions without a dtype.
@@ -90,3 +92,65 @@ class Backend:
     def _require_float(opname, x):
         if x.dtype.kind not in "fc":
             raise DTypeError(f"{opname}: expected a floating-point array, got {x.dtype}")
+
+
+def with_location(function):
+    """``function`` with the user's source line as the location of the errors it
+    raises (unless a call inside gave them one).
+
+    Shape and dtype rules locate their errors when a node is built; this covers the
+    errors the functions raise themselves while normalising arguments (a bad axis,
+    a reshape of the wrong size, arrays that cannot be stacked). Wrapping twice
+    wraps once.
+
+    Example: ``ElementwiseMixin.exp = with_location(unary_function("exp", "exp"))``
+    """
+    if getattr(function, "_graphc_locates", False):
+        return function
+
+    @functools.wraps(function)
+    def located(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except GraphcError as exc:
+            if exc.location is not None:
+                raise
+            # a fresh traceback from here, as if raised by the user's call
+            raise locate(exc).with_traceback(None) from None
+    located._graphc_locates = True
+    return located
+
+
+def _locate_errors(cls, private=()) -> None:
+    """Wrap every public function of ``cls`` (and the ``private`` ones the operators
+    of arrays call) with :func:`with_location`."""
+    for name in [n for n in dir(cls) if not n.startswith("_")] + list(private):
+        if callable(getattr(cls, name)):
+            setattr(cls, name, with_location(getattr(cls, name)))
+
+
+# The mixins import this module's helpers (is_python_scalar), so they are imported
+# below them; graphc/operator/__init__.py imports this module first.
+from .creation import CreationMixin, RandomFunctions  # noqa: E402
+from .elementwise import ElementwiseMixin  # noqa: E402
+from .linalg import LinalgMixin  # noqa: E402
+from .neural import NeuralMixin  # noqa: E402
+from .reductions import ReductionMixin  # noqa: E402
+from .shaping import ShapingMixin  # noqa: E402
+
+
+class Namespace(ElementwiseMixin, ReductionMixin, LinalgMixin, ShapingMixin, CreationMixin,
+                NeuralMixin, Backend):
+    """Every NumPy-named function of graphc, for one backend (a subclass gives the
+    hooks: :class:`~graphc.operator.lazy.LazyNamespace`, ``graphc.eager``'s).
+
+    >>> "reshape" in dir(Namespace) and "concatenate" in dir(Namespace)
+    True
+    """
+
+    def __init__(self):
+        self.random = RandomFunctions(self)
+
+
+_locate_errors(Namespace, private=["_logical_or_bitwise"])
+_locate_errors(RandomFunctions)

@@ -139,6 +139,41 @@ class NeuralMixin:
                                  dilation, groups)
         return self._op("conv2d_backward_kernel", [x, g], shape=shape, **attrs)
 
+    # -- convolution windows as GEMM columns -------------------------------------------------
+    def _window_attrs(self, opname, in_shape, kernel, stride, padding, dilation):
+        in_hw = _spatial(opname, "the image", in_shape)
+        kernel, stride = pair(opname, "kernel", kernel), pair(opname, "stride", stride)
+        dilation = pair(opname, "dilation", dilation)
+        return dict(kernel=kernel, stride=stride, dilation=dilation,
+                    padding=padding_pairs(opname, padding, in_hw, kernel, stride, dilation))
+
+    def im2col(self, x, kernel, stride=1, padding=0, dilation=1, layout="batch"):
+        """The windows a convolution of window ``kernel`` (kh, kw) reads in ``x``
+        (N, C, H, W), as the columns of a GEMM (padding cells read as zeros). Rows are
+        ordered (C, kh, kw); ``layout="batch"`` gives (N, C*kh*kw, OH*OW), ``"flat"``
+        (C*kh*kw, N*OH*OW). ``conv2d(x, w)`` is ``w`` as (O, C*kh*kw) times these
+        columns (see :mod:`graphc.operator.conv_gemm`).
+
+        Example: ``N.im2col(x, (3, 3), padding=1)`` is (N, 9*C, H*W)
+        """
+        x = self._lift(x)
+        if layout not in ("batch", "flat"):
+            raise ValueError(f"im2col: layout must be 'batch' or 'flat', got {layout!r}")
+        attrs = self._window_attrs("im2col", x.shape, kernel, stride, padding, dilation)
+        return self._op("im2col", [x], layout=layout, **attrs)
+
+    def col2im(self, cols, shape, kernel, stride=1, padding=0, dilation=1):
+        """The transpose of :meth:`im2col` (``batch`` layout): the image of ``shape``
+        (N, C, H, W) whose every cell sums the column entries of the windows that
+        read it. A convolution's input gradient is ``col2im`` of ``w^T @ g``.
+
+        Example: ``N.col2im(cols, x.shape, (3, 3), padding=1)``
+        """
+        cols = self._lift(cols)
+        shape = _shape4("col2im", "shape", shape)
+        attrs = self._window_attrs("col2im", shape, kernel, stride, padding, dilation)
+        return self._op("col2im", [cols], shape=shape, **attrs)
+
     # -- pooling ---------------------------------------------------------------------------
     def _pool_attrs(self, opname, in_shape, kernel, stride, padding, ceil_mode):
         in_hw = _spatial(opname, "the input", in_shape)

@@ -4,7 +4,9 @@ their backward kinds, and the optimiser's ``im2col``/``col2im``. One definition 
 Each reads windows of its inputs that overlap other output cells, so none may
 overwrite a parent. Their semantics are in :mod:`graphc.shape.neural` (shape
 rules and window geometry), their kernels in :mod:`graphc.engine.neural_kernels`
-and their gradients in :mod:`graphc.algodiff.neural`.
+(the convolutions': :mod:`graphc.operator.conv_gemm`'s GEMM decomposition, the one
+the optimiser lowers to, bound to arrays by :mod:`.conv_kernels`) and their
+gradients in :mod:`graphc.algodiff.neural`.
 
 >>> from graphc.ops import DEFINITIONS
 >>> DEFINITIONS["conv2d"].names, DEFINITIONS["conv2d_backward_input"].onnx.reason
@@ -21,6 +23,7 @@ from ..engine import neural_kernels as kernels
 from ..onnx import export_shape as onnx
 from ..shape import neural as shapes
 from ..type.errors import ShapeError
+from .conv_kernels import decomposed_kernel
 from .definition import OpDef, Refused, define
 
 _BACKWARD = Refused("a gradient (training) op; ONNX export covers inference graphs")
@@ -39,20 +42,13 @@ def neural(name, arity, *, shape, kernel, grad, onnx_export=_BACKWARD, names=Non
                  onnx=onnx_export, names=(name,) if names is None else names)
 
 
-def _conv_kernel(name):
-    def build(op, ins, out, ctx):
-        return getattr(kernels, f"_{name}")(op, ins, out, ctx)
-    build.__name__ = name
-    return build
-
-
 define(
-    neural("conv2d", 2, shape=shapes.conv2d_rule, kernel=_conv_kernel("conv2d"),
+    neural("conv2d", 2, shape=shapes.conv2d_rule, kernel=decomposed_kernel,
            grad=grads.conv2d_grad, onnx_export=onnx.conv2d_export),
     neural("conv2d_backward_input", 2, shape=shapes.conv2d_backward_input_rule,
-           kernel=_conv_kernel("conv2d_backward_input"), grad=grads.conv2d_backward_input_grad),
+           kernel=decomposed_kernel, grad=grads.conv2d_backward_input_grad),
     neural("conv2d_backward_kernel", 2, shape=shapes.conv2d_backward_kernel_rule,
-           kernel=_conv_kernel("conv2d_backward_kernel"),
+           kernel=decomposed_kernel,
            grad=grads.conv2d_backward_kernel_grad),
     neural("max_pool2d", 1, shape=shapes.pool_rule, kernel=kernels.max_pool2d,
            grad=grads.max_pool2d_grad, onnx_export=onnx.max_pool2d_export),
@@ -68,9 +64,9 @@ define(
            grad=grads.second_derivative_not_implemented),
     # made by the optimiser's lowering only: convolution windows as GEMM columns
     neural("im2col", 1, shape=shapes.im2col_rule, kernel=kernels.im2col,
-           grad=grads.im2col_grad, onnx_export=_LOWERED, names=()),
+           grad=grads.im2col_grad, onnx_export=_LOWERED),
     neural("col2im", 1, shape=shapes.col2im_rule, kernel=kernels.col2im,
-           grad=grads.col2im_grad, onnx_export=_LOWERED, names=()),
+           grad=grads.col2im_grad, onnx_export=_LOWERED),
 )
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..operator.lazy import _const_op
 from ..shape.rules import infer
+from ..symbol.constants import const_op, immutable
 from ..type.op import Op
 
 
@@ -23,11 +23,35 @@ def make(like, op: Op, parents):
     return type(like)(op, parents, shape, dtype, where=like._where)
 
 
+def constant_like(like, array: np.ndarray):
+    """A constant node of ``like``'s class holding ``array``: the array itself when
+    its contents can no longer change (a view of another constant's value costs no
+    copy), else a read-only copy.
+
+    >>> import graphc.ndarray as N
+    >>> weights = N.const(np.ones((2, 3), np.float32))
+    >>> view = weights.value.reshape(6)
+    >>> c = constant_like(weights, view)
+    >>> c.op.kind, c.shape, c.value is view
+    ('const', (6,), True)
+    """
+    array = np.asarray(array)
+    if not immutable(array):
+        array = np.array(array, copy=True)
+        array.flags.writeable = False
+    return type(like).leaf(const_op(array), value=array)
+
+
 def make_const(like, array: np.ndarray):
-    """A constant node holding (a read-only copy of) ``array``."""
+    """A constant node holding a read-only copy of ``array`` (a folded result, say).
+
+    >>> import graphc.ndarray as N
+    >>> make_const(N.var("x", (2,)), np.zeros(2)).value.flags.writeable
+    False
+    """
     array = np.array(array, copy=True)
     array.flags.writeable = False
-    return type(like).leaf(_const_op(array), value=array)
+    return constant_like(like, array)
 
 
 def make_fill(like, value):

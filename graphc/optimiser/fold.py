@@ -35,6 +35,12 @@ def make_folder(evaluate, limit: int = FOLD_LIMIT):
 
 
 def folding_pass(evaluate, limit: int = FOLD_LIMIT) -> Pass:
-    return Pass("fold", function=make_folder(evaluate, limit),
+    """The ``fold`` pass around ``evaluate``: tried at any kind, it makes constants.
+
+    >>> import graphc.eager as E
+    >>> sorted(folding_pass(E.evaluate).produces)
+    ['const']
+    """
+    return Pass("fold", function=make_folder(evaluate, limit), produces=frozenset({"const"}),
                 doc=f"constant folding of arrays and scalars (results up to {limit} bytes "
                     "or the size of their inputs)")

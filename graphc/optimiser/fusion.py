@@ -54,7 +54,8 @@ _T = Pat("transpose", test=_swaps_last_two)
 MATMUL_TRANSPOSE = Pass("matmul_transpose", [
     Rule("transpose_a_into_matmul", Pat("matmul", (_T, B)), _fold_transpose(0)),
     Rule("transpose_b_into_matmul", Pat("matmul", (A, _T)), _fold_transpose(1)),
-], doc="Dot(Transpose(a), b) -> a GEMM flag: no transposed copy")
+], produces=frozenset({"matmul"}),
+   doc="Dot(Transpose(a), b) -> a GEMM flag: no transposed copy")
 
 
 # -- fused multiply-add ----------------------------------------------------------
@@ -68,7 +69,8 @@ def _fma(b, node):
 FMA = Pass("fma", [
     Rule("fma", Pat("add", (Pat("multiply", (A, B), name="product", single_use=True), C),
                     commutative=True), _fma),
-], doc="a*b + c, the product used once -> one node without a temporary")
+], produces=frozenset({"fma"}),
+   doc="a*b + c, the product used once -> one node without a temporary")
 
 
 # -- AdaGrad / RMSprop -------------------------------------------------------------
@@ -99,7 +101,8 @@ _ROOT = Pat("sqrt", (Pat("add", (Pat(name="v"), Scalar("eps")), commutative=True
 ADAGRAD = Pass("adagrad", [
     Rule("adagrad", Pat("divide", (Scalar("lr"), _ROOT)),
          lambda b, n: _inverse_root(b, n, _scalar(b["lr"]))),
-], doc="lr / sqrt(v + eps) (any constant lr, eps) -> Fused_Adagrad, as in Owl (the same "
+], produces=frozenset({"fused_adagrad"}),
+   doc="lr / sqrt(v + eps) (any constant lr, eps) -> Fused_Adagrad, as in Owl (the same "
        "three operations in one node; optimisers written g * (lr / sqrt(v + eps)) get it)")
 
 #: ``g / sqrt(v + eps) -> g * (1 / sqrt(v + eps))``: a multiply by a reciprocal rounds
@@ -170,6 +173,7 @@ def _fuse(node, ctx):
     return make(node, op, inputs)
 
 
-FUSE_ELEMENTWISE = Pass("fuse_elementwise", function=_fuse,
+FUSE_ELEMENTWISE = Pass("fuse_elementwise", function=_fuse, stage="fuse",
+                        matches=is_elementwise, produces=frozenset({"fused"}),
                         doc="chains of elementwise ops with single-use intermediates -> one "
                             "node computed in one buffer")

@@ -5,26 +5,22 @@ elements that the memory planner cannot see. Lowered, the buffer is an
 ``im2col`` node: planned like any value, and its memory reused by the next
 layer once the GEMM has read it.
 
-- ``conv2d(x, w)`` -> ``reshape(matmul(reshape(w, (O, K)), im2col(x)))``: the
-  columns are ``(N, K, OH*OW)`` and the GEMM, batched over ``N``, leaves
-  ``(N, O, OH*OW)``, which already is NCHW.
-- ``conv2d_backward_input(g, w)`` -> ``col2im(matmul(w, g, trans_a=True))``, the
-  direct kernel's own sums. With stride 1 it is also a forward ``conv2d`` of ``g``
-  with the kernel flipped and its channels swapped (lowered in turn), which avoids
+The decomposition is :mod:`graphc.operator.conv_gemm`'s, the one the engine's
+convolution kernels run on arrays (so lowering changes no bits): each rule runs
+it with a namespace that makes nodes like the convolution it replaces. What is
+decided here is where it pays:
+
+- A 1x1, stride 1, unpadded convolution needs no columns, and its GEMM reads an
+  operand reshaped. That reshape is free only for a computed value used once
+  (overwritten in place); for any other it would copy the operand every run, so
+  such a convolution is lowered only where the reshape is free, and the direct
+  kernel, already that GEMM on views, is kept elsewhere.
+- A reshaped constant (the weights) is a read-only view of it, not a node that
+  folding would turn into a copy.
+- With stride 1 the input gradient is also a forward ``conv2d`` of ``g`` with the
+  kernel flipped and its channels swapped (lowered in turn), which avoids
   col2im's strided adds but sums the taps in another order: the last bits of the
   gradient change, so that form is a ``fast_math`` rule (:data:`FORWARD_CONV_RULES`).
-- ``conv2d_backward_kernel(x, g)`` -> ``matmul(g_t, im2col(x), trans_b=True)``
-  with the columns channel-major, ``(K, N*OH*OW)``, and ``g`` as ``(O, N*OH*OW)``:
-  the batch is summed inside the GEMM. The layout differs from the forward
-  columns on purpose: were they the same node, hash-consing would keep the
-  forward's columns alive until the backward pass; recomputing them is cheaper
-  than holding every layer's columns through a training step.
-- With ``groups > 1`` the same GEMMs run per group through matmul's batch axes.
-- A 1x1, stride 1, unpadded convolution needs no columns: the GEMM reads
-  ``x`` as ``(N, C, H*W)``. Its lowering is a GEMM on reshapes, done only where
-  the reshape of ``x`` is free (a computed value used once, overwritten in
-  place); otherwise the reshape would copy ``x`` every run, and the direct
-  kernel, which is already that GEMM on views, is kept.
 
 >>> import graphc.ndarray as N
 >>> from graphc.optimiser.rewriter import rewrite
@@ -35,89 +31,88 @@ layer once the GEMM has read it.
 """
 from __future__ import annotations
 
-from ..operator.lazy import _const_op
-from ..type.op import Op
-from .build import make
+from ..operator import Namespace
+from ..operator.conv_gemm import DECOMPOSITIONS
+from ..shape.neural import pointwise
+from ..symbol.node import Node
+from .build import constant_like, make, make_const
 from .pattern import Pat
 from .rewriter import Pass, Rule
 
+#: kinds whose values are not planned buffers: a reshape of them cannot take their memory
 _UNPLANNED = ("var", "const")
 
 
-def _reshape(like, node, shape):
-    shape = tuple(shape)
-    if node.shape == shape:
-        return node
-    if node.op.kind == "const":
-        # a view of the constant: folding a reshape node would copy the weights
+class NodeNamespace(Namespace):
+    """The array functions, making nodes like ``like`` (its class and source line):
+    how a rule builds a replacement of several ops.
+
+    >>> import graphc.ndarray as N
+    >>> x = N.var("x", (2, 3))
+    >>> NodeNamespace(x).reshape(x, (3, 2)).op
+    Op('reshape', shape=(3, 2))
+    """
+
+    def __init__(self, like: Node):
+        super().__init__()
+        self._like = like
+
+    def _apply(self, op, parents):
+        if op.kind == "reshape" and parents[0].op.kind == "const":
+            return self._constant_view(parents[0], op["shape"])
+        return make(self._like, op, parents)
+
+    def _constant_view(self, node, shape):
+        # folding a reshape node would copy the weights into a new constant
         view = node.value.reshape(shape)
         view.flags.writeable = False
-        return type(like).leaf(_const_op(view), value=view)
-    return make(like, Op.make("reshape", shape=shape), [node])
+        return constant_like(self._like, view)
+
+    def _constant(self, array, name=None):
+        return make_const(self._like, array)
+
+    def _is_value(self, x):
+        return isinstance(x, Node)
+
+    def _known(self, x):
+        return x.value if isinstance(x, Node) else None
 
 
-def _matmul(like, a, b, trans_a=False, trans_b=False):
-    flags = {k: True for k, v in (("trans_a", trans_a), ("trans_b", trans_b)) if v}
-    return make(like, Op.make("matmul", **flags), [a, b])
+def _lower(node) -> Node:
+    a, b = node.parents
+    return DECOMPOSITIONS[node.op.kind](NodeNamespace(node), a, b, node.op)
 
 
-def _im2col(like, x, op, kernel, layout):
-    return make(like, Op.make("im2col", kernel=tuple(kernel), stride=op["stride"],
-                              padding=op["padding"], dilation=op["dilation"], layout=layout), [x])
+def _kernel_hw(node):
+    """The (kh, kw) window of a convolution node of any of the three kinds."""
+    kernel_shape = node.shape if node.op.kind == "conv2d_backward_kernel" else \
+        node.parents[1].shape
+    return kernel_shape[2:]
 
 
-def _pointwise(op, kernel) -> bool:
-    return (tuple(kernel) == (1, 1) and op["stride"] == (1, 1)
-            and op["padding"] == ((0, 0), (0, 0)))
+def _needs_no_columns(node) -> bool:
+    """Whether the decomposition of ``node`` is a GEMM on a reshape of its first operand
+    (a 1x1 convolution; for the kernel gradient, of a batch of one image)."""
+    if node.op.kind == "conv2d_backward_kernel" and node.parents[0].shape[0] != 1:
+        return False
+    return pointwise(node.op, _kernel_hw(node))
 
 
-def _free_reshape(node, ctx) -> bool:
-    """Whether a reshape of ``node`` can take its memory (no copy at run time)."""
-    return node.op.kind not in _UNPLANNED and ctx.uses(node) == 1
+def _planned(node) -> bool:
+    return node.op.kind not in _UNPLANNED
 
 
-def _grouped(shape, groups, axis):
-    """``shape`` with axis ``axis`` split into ``(groups, size // groups)``; unchanged
-    for one group (matmul then needs no batch axis for it)."""
-    if groups == 1:
-        return tuple(shape)
-    return tuple(shape[:axis]) + (groups, shape[axis] // groups) + tuple(shape[axis + 1:])
+def _lowering_rules(kind):
+    """Lower ``kind`` where it needs columns, and where it needs none only if the
+    reshape of its first operand is free (a planned value used once)."""
+    free = Pat(single_use=True, test=_planned)
+    return [Rule(f"lower_{kind}", Pat(kind, test=lambda n: not _needs_no_columns(n)),
+                 lambda b, node: _lower(node)),
+            Rule(f"lower_pointwise_{kind}", Pat(kind, (free, Pat()), test=_needs_no_columns),
+                 lambda b, node: _lower(node))]
 
 
-def _lower_conv2d(node, ctx):
-    x, w = node.parents
-    op, groups = node.op, node.op["groups"]
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    span = node.shape[2] * node.shape[3]
-    k = cg * kh * kw
-    if _pointwise(op, (kh, kw)):
-        if not _free_reshape(x, ctx):
-            return None
-        cols = _reshape(node, x, _grouped((n, c, h * wd), groups, 1))
-    else:
-        cols = _reshape(node, _im2col(node, x, op, (kh, kw), "batch"),
-                        _grouped((n, c * kh * kw, span), groups, 1))
-    kernel = _reshape(node, w, _grouped((o, k), groups, 0))
-    return _reshape(node, _matmul(node, kernel, cols), node.shape)
-
-
-def _lower_backward_input(node, ctx):
-    g, w = node.parents
-    op, groups = node.op, node.op["groups"]
-    n, c, h, wd = node.shape
-    o, cg, kh, kw = w.shape
-    span = g.shape[2] * g.shape[3]
-    pointwise = _pointwise(op, (kh, kw))
-    if pointwise and not _free_reshape(g, ctx):
-        return None
-    kernel = _reshape(node, w, _grouped((o, cg * kh * kw), groups, 0))
-    grads = _reshape(node, g, _grouped((n, o, span), groups, 1))
-    cols = _reshape(node, _matmul(node, kernel, grads, trans_a=True), (n, c * kh * kw, span))
-    if pointwise:
-        return _reshape(node, cols, node.shape)
-    return make(node, Op.make("col2im", shape=node.shape, kernel=(kh, kw), stride=op["stride"],
-                              padding=op["padding"], dilation=op["dilation"]), [cols])
+LOWERING_RULES = [rule for kind in DECOMPOSITIONS for rule in _lowering_rules(kind)]
 
 
 def _as_forward_conv(node):
@@ -125,7 +120,7 @@ def _as_forward_conv(node):
     kernel's channels swapped and its taps flipped, padded by ``(k - 1) * d - p``:
     im2col of ``g`` plus one GEMM, where col2im's strided adds cost 1.2-2x an im2col
     (single-threaded, ResNet's 3x3 layers at batch 8: 1-8% of the whole op)."""
-    if node.op["stride"] != (1, 1) or _pointwise(node.op, node.parents[1].shape[2:]):
+    if node.op["stride"] != (1, 1) or pointwise(node.op, _kernel_hw(node)):
         return None
     g, w = node.parents
     op, groups = node.op, node.op["groups"]
@@ -134,36 +129,15 @@ def _as_forward_conv(node):
                     zip((kh, kw), op["dilation"], op["padding"]))
     if min(min(p) for p in padding) < 0:
         return None
+    ns = NodeNamespace(node)
     if groups == 1:
-        swapped = make(node, Op.make("transpose", axes=(1, 0, 2, 3)), [w])
+        swapped = ns.transpose(w, (1, 0, 2, 3))
     else:
-        split = _reshape(node, w, (groups, o // groups, cg, kh, kw))
-        swapped = _reshape(node, make(node, Op.make("transpose", axes=(0, 2, 1, 3, 4)), [split]),
-                           (groups * cg, o // groups, kh, kw))
-    flipped = make(node, Op.make("flip", axis=(2, 3)), [swapped])
-    conv = make(node, Op.make("conv2d", stride=(1, 1), padding=padding,
-                              dilation=op["dilation"], groups=groups), [g, flipped])
-    assert conv.shape == node.shape, (conv.shape, node.shape)
-    return conv
-
-
-def _lower_backward_kernel(node, ctx):
-    x, g = node.parents
-    op, groups = node.op, node.op["groups"]
-    o, cg, kh, kw = node.shape
-    n, c, h, wd = x.shape
-    span = n * g.shape[2] * g.shape[3]
-    if n > 1:  # channel-major: (O, N, OH, OW), so the GEMM sums over the batch
-        g = make(node, Op.make("transpose", axes=(1, 0, 2, 3)), [g])
-    grads = _reshape(node, g, _grouped((o, span), groups, 0))
-    if n == 1 and _pointwise(op, (kh, kw)):
-        if not _free_reshape(x, ctx):
-            return None
-        cols = x
-    else:
-        cols = _im2col(node, x, op, (kh, kw), "flat")
-    cols = _reshape(node, cols, _grouped((c * kh * kw, span), groups, 0))
-    return _reshape(node, _matmul(node, grads, cols, trans_b=True), node.shape)
+        split = ns.reshape(w, (groups, o // groups, cg, kh, kw))
+        swapped = ns.reshape(ns.transpose(split, (0, 2, 1, 3, 4)),
+                             (groups * cg, o // groups, kh, kw))
+    return ns.conv2d(g, ns.flip(swapped, (2, 3)), stride=1, padding=padding,
+                     dilation=op["dilation"], groups=groups)
 
 
 #: the stride-1 input gradient as a forward convolution: faster where col2im is slow,
@@ -174,15 +148,9 @@ FORWARD_CONV_RULES = [
          lambda b, node: _as_forward_conv(node)),
 ]
 
-_LOWER = {"conv2d": _lower_conv2d, "conv2d_backward_input": _lower_backward_input,
-          "conv2d_backward_kernel": _lower_backward_kernel}
+#: what the decompositions make (a reshaped constant is a ``const`` viewing it)
+LOWERING_PRODUCES = frozenset({"im2col", "col2im", "matmul", "reshape", "transpose", "const"})
 
-
-def _lower(node, ctx):
-    lower = _LOWER.get(node.op.kind)
-    return None if lower is None else lower(node, ctx)
-
-
-LOWERING = Pass("lowering", function=_lower,
+LOWERING = Pass("lowering", LOWERING_RULES, produces=LOWERING_PRODUCES,
                 doc="convolutions -> im2col/col2im + GEMM: the column workspace becomes a "
                     "planned value")

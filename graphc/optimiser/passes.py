@@ -1,11 +1,13 @@
-"""The optimiser's pipeline: named passes in a fixed order, each run to a
-fixpoint, the whole pipeline repeated until nothing changes. Each pass
-reports what it changed.
+"""The optimiser's pipeline and its one executor: named passes, each declaring
+its stage, the kinds it matches and the kinds it makes (:class:`~.rewriter.Pass`).
+The stages run in order; within one, each round is a single traversal trying
+every pass of the stage at each node, and rounds repeat to a fixed point. Each
+pass reports what it changed in each round.
 
 ``optimise(roots, passes=None)`` runs the default pipeline; ``passes`` may
 name a subset (order is always the pipeline's). ``fast_math=True`` adds the
-value-changing rewrites; ``check=True`` runs the invariant checker after every
-pass.
+value-changing rewrites; ``check=True`` runs the same schedule with the
+invariant checker after every round.
 
 >>> import graphc.ndarray as N, graphc.eager as E
 >>> x = N.var("x", (3,))
@@ -15,6 +17,7 @@ pass.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
@@ -22,12 +25,13 @@ from ..symbol.traverse import edge_count, topological_order
 from .fast_math import FAST_MATH
 from .fold import folding_pass
 from .fusion import ADAGRAD, FMA, FUSE_ELEMENTWISE, MATMUL_TRANSPOSE
-from .invariants import check_invariants
+from .invariants import InvariantError, check_invariants
 from .lowering import LOWERING
-from .rewriter import Pass, rewrite
+from .rewriter import STAGES, Pass, rewrite
 from .simplify import EXPANSIONS, SIMPLIFY
 
-CSE = Pass("cse", merge=True, doc="identical op, attributes and parents -> one node")
+CSE = Pass("cse", merge=True, produces=frozenset(),
+           doc="identical op, attributes and parents -> one node")
 
 #: pass names in pipeline order; "fold" is made per call (it needs an evaluator)
 PIPELINE = ("cse", "fold", "simplify", "drop_expansions", "fast_math", "lowering",
@@ -40,7 +44,9 @@ DEFAULT = tuple(n for n in PIPELINE if n != "fast_math")
 
 @dataclass
 class PassReport:
-    """What one application of a pass did."""
+    """What one pass did in one round of a stage; the sizes and ``roots`` are those
+    of the graph before and after the whole round (the passes of a round take
+    turns node by node, so no graph exists between them)."""
 
     name: str
     changes: int
@@ -48,7 +54,9 @@ class PassReport:
     nodes_after: int
     edges_before: int
     edges_after: int
-    roots: list = field(default_factory=list, repr=False)   # the graph after this pass
+    roots: list = field(default_factory=list, repr=False)   # the graph after the round
+    stage: str = STAGES[0]
+    round: int = 1
 
 
 @dataclass
@@ -57,10 +65,18 @@ class OptimiseResult:
     report: list
 
     def changes_by_pass(self) -> dict[str, int]:
+        """Changes per pass name, over every round."""
         totals: dict[str, int] = {}
         for r in self.report:
             totals[r.name] = totals.get(r.name, 0) + r.changes
         return totals
+
+    def rounds(self) -> list[list[PassReport]]:
+        """The report grouped by round (stage, then round number), in order."""
+        grouped: dict[tuple, list] = {}
+        for r in self.report:
+            grouped.setdefault((r.stage, r.round), []).append(r)
+        return list(grouped.values())
 
 
 def select_passes(passes, fast_math: bool = False) -> tuple[str, ...]:
@@ -81,99 +97,129 @@ def select_passes(passes, fast_math: bool = False) -> tuple[str, ...]:
     return tuple(n for n in PIPELINE if n in chosen)
 
 
-def _size(roots):
-    order = topological_order(roots)
-    return len(order), edge_count(order)
-
-
 def optimise(roots: Sequence, passes=None, *, fast_math: bool = False,
              evaluate: Optional[Callable] = None, check: bool = False,
-             stepwise: bool = False, max_rounds: int = 8) -> OptimiseResult:
+             stepwise: Optional[bool] = None, max_rounds: int = 8) -> OptimiseResult:
     """Rewrite the graph of ``roots`` with the chosen passes until it stops changing.
 
-    By default each round is one traversal that tries every pass at each node in
-    pipeline order (cheap: building must stay fast). With ``stepwise=True`` (or
-    ``check=True``) each round applies the passes one after another over the
-    whole graph, recording the graph after each and, with ``check``, running
-    the invariant checker between passes.
+    The stages (:data:`~.rewriter.STAGES`) run in order; within a stage each round
+    is one traversal that tries every pass of the stage at each node, in pipeline
+    order (cheap: building must stay fast), and rounds repeat until nothing
+    changes. ``check=True`` runs exactly this schedule and validates the graph
+    after every round (:func:`~.invariants.check_invariants`), naming the passes
+    that changed it. ``stepwise`` is deprecated: it once chose another schedule
+    and now changes nothing.
+
+    >>> import graphc.ndarray as N, graphc.eager as E
+    >>> x = N.var("x", (3,))
+    >>> y = N.exp(x) * 1.0 + N.exp(x)
+    >>> optimise([y], evaluate=E.evaluate, check=True).changes_by_pass()
+    {'cse': 1, 'simplify': 1}
     """
+    if stepwise is not None:
+        warnings.warn("optimise(stepwise=...) is deprecated: check=True validates the one "
+                      "schedule that always runs", DeprecationWarning, stacklevel=2)
     names = select_passes(passes, fast_math)
     table = dict(STATIC_PASSES)
     if evaluate is not None:
         table["fold"] = folding_pass(evaluate)
-    chosen = [table[n] for n in names if n in table]
-    if stepwise or check:
-        return _stepwise(list(roots), chosen, check, max_rounds)
-    return _combined(list(roots), chosen, max_rounds)
+    return run_stages(list(roots), [table[n] for n in names if n in table], check=check,
+                      max_rounds=max_rounds)
 
 
-def _stepwise(roots, chosen, check, max_rounds) -> OptimiseResult:
+def run_stages(roots: Sequence, chosen: Sequence[Pass], *, check: bool = False,
+               max_rounds: int = 8) -> OptimiseResult:
+    """The one pass executor: the stages of ``chosen`` in :data:`~.rewriter.STAGES`
+    order, each to a fixed point (at most ``max_rounds`` rounds); within a stage
+    the passes keep their order in ``chosen``.
+
+    >>> import graphc.ndarray as N
+    >>> x = N.var("x", (3,))
+    >>> result = run_stages([N.tanh(N.exp(x) + N.exp(x))], [CSE, FUSE_ELEMENTWISE])
+    >>> [(r.stage, r.round, r.name, r.changes) for r in result.report]
+    [('rewrite', 1, 'cse', 1), ('fuse', 1, 'fuse_elementwise', 1)]
+    """
     report = []
-    nodes, edges = _size(roots)
-    for _ in range(max_rounds):
-        changed = False
-        present = {n.op.kind for n in topological_order(roots)}
-        for pass_ in chosen:
-            if not pass_.applies_to(present):
-                continue
-            new_roots, changes = rewrite(roots, pass_.rewrite_node if (
-                pass_.rules or pass_.function) else None, merge=pass_.merge)
-            if not changes:
-                continue
-            if check:
-                check_invariants(roots, new_roots, pass_.name)
-            after = _size(new_roots)
-            report.append(PassReport(pass_.name, changes, nodes, after[0], edges, after[1],
-                                     new_roots))
-            roots, (nodes, edges) = new_roots, after
-            changed = True   # kinds made by this pass are seen by the next round
-        if not changed:
+    roots = list(roots)
+    for stage in STAGES:
+        members = [p for p in chosen if p.stage == stage]
+        if members:
+            roots, rounds = _run_stage(roots, stage, members, check, max_rounds)
+            report += rounds
+    return OptimiseResult(roots, report)
+
+
+def _measure(roots):
+    """(nodes, edges, kinds present) of the graph of ``roots``."""
+    order = topological_order(roots)
+    return len(order), edge_count(order), {n.op.kind for n in order}
+
+
+def _active(passes, present):
+    """The passes that may change a graph holding ``present`` kinds in one round: a
+    pass also sees the kinds that the others may make at the node it is tried at."""
+    available, active = set(present), []
+    while True:
+        now = [p for p in passes if p.applies_to(available)]
+        if len(now) == len(active):
+            return now
+        active = now
+        for p in active:
+            if p.produces is None:   # undeclared: it may make any kind
+                return list(passes)
+            available |= p.produces
+
+
+def _run_stage(roots, stage, passes, check, max_rounds):
+    report = []
+    nodes, edges, present = _measure(roots)
+    for round_ in range(1, max_rounds + 1):
+        active = _active(passes, present)
+        if not active:
             break
-    return OptimiseResult(roots, report)
-
-
-#: passes that run only once the others have finished: a fused node hides its members
-#: from every pattern (the AdaGrad rule, FMA), so fusing first would pre-empt them
-LAST_PASSES = frozenset({"fuse_elementwise"})
-
-
-def _combined(roots, chosen, max_rounds) -> OptimiseResult:
-    """Every pass tried at each node in one traversal per round (cheap), in two
-    stages: the rewrites to a fixed point, then :data:`LAST_PASSES`; the same
-    outcome as the stepwise order, which runs each pass over the whole graph."""
-    report = []
-    for stage in ([p for p in chosen if p.name not in LAST_PASSES],
-                  [p for p in chosen if p.name in LAST_PASSES]):
-        if stage:
-            result = _combined_stage(roots, stage, max_rounds)
-            roots = result.roots
-            report += result.report
-    return OptimiseResult(roots, report)
-
-
-def _combined_stage(roots, chosen, max_rounds) -> OptimiseResult:
-    rewriting = [p for p in chosen if p.rules or p.function]
-    merge = any(p.merge for p in chosen)
-    report = []
-    nodes, edges = _size(roots)
-    for _ in range(max_rounds):
-        hits = dict.fromkeys((p.name for p in chosen), 0)
+        rewriting = [p for p in active if p.rules or p.function]
+        merger = next((p.name for p in active if p.merge), None)
+        hits = dict.fromkeys((p.name for p in active), 0)
 
         def every_pass(node, ctx):
             for pass_ in rewriting:
                 result = pass_.rewrite_node(node, ctx)
                 if result is not None:
+                    if check and (result.shape != node.shape or result.dtype != node.dtype):
+                        raise InvariantError(f"{pass_.name}: replaced {node.label()} "
+                                             f"({node.shape} {node.dtype}) by {result.label()} "
+                                             f"({result.shape} {result.dtype})")
                     hits[pass_.name] += 1
                     return result
             return None
 
-        new_roots, changes = rewrite(roots, every_pass, merge=merge)
+        new_roots, changes = rewrite(roots, every_pass, merge=merger is not None)
         if not changes:
             break
-        if merge:  # what the rules did not do, merging did
-            hits["cse"] = changes - sum(v for k, v in hits.items() if k != "cse")
-        after = _size(new_roots)
-        report.extend(PassReport(name, n, nodes, after[0], edges, after[1], new_roots)
+        if merger is not None:  # what the rules did not do, merging did
+            hits[merger] = changes - sum(v for k, v in hits.items() if k != merger)
+        after = _measure(new_roots)
+        if check:
+            _check_round(roots, new_roots, present, after[2], active, hits,
+                         f"{stage} round {round_} ("
+                         + ", ".join(f"{k} {v}" for k, v in hits.items() if v) + ")")
+        report.extend(PassReport(name, n, nodes, after[0], edges, after[1], new_roots,
+                                 stage, round_)
                       for name, n in hits.items() if n)
-        roots, (nodes, edges) = new_roots, after
-    return OptimiseResult(roots, report)
+        roots, (nodes, edges, present) = new_roots, after
+    return roots, report
+
+
+def _check_round(old_roots, new_roots, old_kinds, new_kinds, active, hits, label):
+    """The invariants, and that every kind the round made is declared by a pass
+    that changed the graph (the executor relies on ``Pass.produces`` to skip passes)."""
+    check_invariants(old_roots, new_roots, label)
+    made = new_kinds - old_kinds
+    for p in active:
+        if hits[p.name]:
+            if p.produces is None:
+                return
+            made -= p.produces
+    if made:
+        raise InvariantError(f"{label}: made {sorted(made)}, which no pass that changed the "
+                             "graph declares in its Pass.produces")

@@ -2,7 +2,8 @@
 
 A :class:`Rule` is a pattern plus a function that builds the replacement from
 the bindings (or declines with ``None``). A :class:`Pass` is a named, ordered
-list of rules (or a node function) run to a fixpoint over the whole graph.
+list of rules (or a node function), with its schedule as data: the stage it
+runs in (:data:`STAGES`), the kinds it may rewrite and the kinds it may make.
 The graph is rebuilt bottom-up from the roots: parents first, each node
 re-made with its rewritten parents, then every applicable rule is tried at
 it until none applies; with ``merge=True`` identical nodes (same op, same
@@ -17,7 +18,7 @@ parents) become one, which is common-subexpression elimination.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Union
 
 from ..symbol.node import Node
 from ..symbol.traverse import consumer_counts, topological_order
@@ -46,29 +47,71 @@ class Rule:
         return result
 
 
+#: the optimiser's stages, in the order they run; each runs to a fixed point before
+#: the next starts. "fuse" comes last because a fused node hides its members from
+#: every pattern (the AdaGrad rule, FMA): fusing earlier would pre-empt them.
+STAGES = ("rewrite", "fuse")
+
+
 @dataclass
 class Pass:
     """A named rewrite pass: ``rules`` indexed by root kind, or ``function``
-    (node, ctx) -> replacement or None; ``merge`` also merges equal nodes."""
+    (node, ctx) -> replacement or None; ``merge`` also merges equal nodes.
+
+    Its schedule is data: ``stage`` (one of :data:`STAGES`); ``matches``, the
+    kinds at whose nodes it may change the graph (``None``: those its rules'
+    patterns name, or any kind for a function or a merging pass; else a set of
+    kind names, or a predicate on a kind name where the set is only known once
+    every op is defined); ``produces``, every kind of node it may create
+    (``None``: undeclared, so any). The executor skips a pass that can match
+    nothing present or made by another pass, and ``check=True`` verifies
+    that a round made no kind that its passes do not declare.
+
+    >>> from graphc.optimiser.pattern import Pat
+    >>> p = Pass("exp_to_tanh", [Rule("e", Pat("exp"), lambda b, n: None)],
+    ...          produces=frozenset({"tanh"}))
+    >>> p.stage, p.applies_to({"exp", "add"}), p.applies_to({"add"})
+    ('rewrite', True, False)
+    """
 
     name: str
     rules: Sequence[Rule] = ()
     function: Optional[Callable] = None
     merge: bool = False
     doc: str = ""
+    stage: str = STAGES[0]
+    matches: Union[None, frozenset, Callable[[str], bool]] = None
+    produces: Optional[frozenset] = None
     _index: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self):
+        if self.stage not in STAGES:
+            raise ValueError(f"pass {self.name!r}: stage {self.stage!r} is not one of {STAGES}")
+        if self.produces is not None:
+            self.produces = frozenset(self.produces)
+        if self.matches is not None and not callable(self.matches):
+            self.matches = frozenset(self.matches)
         for rule in self.rules:
             kinds = rule.pattern.kinds
             for k in (kinds if isinstance(kinds, tuple) else (kinds,)):
                 self._index.setdefault(k, []).append(rule)
+                if k is not None and self.matches is not None and not self._may_match(k):
+                    raise ValueError(f"pass {self.name!r}: rule {rule.name!r} matches {k!r}, "
+                                     "which the pass's matches leaves out")
 
-    def applies_to(self, kinds: set) -> bool:
+    def _may_match(self, kind: str) -> bool:
+        matches = self.matches
+        return matches(kind) if callable(matches) else kind in matches
+
+    def applies_to(self, kinds) -> bool:
         """Whether the pass can change a graph holding ops of these ``kinds``."""
-        if self.function is not None or self.merge or None in self._index:
+        if self.merge:
             return True
-        return not kinds.isdisjoint(self._index)
+        if self.matches is not None:
+            return any(self._may_match(k) for k in kinds)
+        if self.function is not None or None in self._index:
+            return True
+        return not set(kinds).isdisjoint(self._index)
 
     def rewrite_node(self, node, ctx):
         if self.function is not None:
@@ -117,7 +160,7 @@ def rewrite(roots: Sequence[Node], node_rewriter=None, merge: bool = False,
         elif merge and node.op.kind == "const":
             key = (new.op, ())
             first = table.setdefault(key, new)
-            if first is not new and "unique" not in str(new.op.get("digest")):
+            if first is not new and not new.op.get("distinct", False):   # see symbol.constants
                 counts[id(first)] += counts[id(new)]
                 new = first
                 changes += 1

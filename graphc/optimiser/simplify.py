@@ -157,7 +157,9 @@ def _identity_rule(identity: Identity, build, suffix: str = "") -> Rule:
                                             commutative=identity.commutative), build)
 
 
-RULES = [_identity_rule(i, _exact_identity(i)) for i in IDENTITIES] + [
+#: the rewrite rules of the ``simplify`` pass (not to be confused with the shape
+#: layer's ``graphc.shape.rules.RULES``)
+SIMPLIFY_RULES = [_identity_rule(i, _exact_identity(i)) for i in IDENTITIES] + [
     Rule("double_negation", Pat("negative", (Pat("negative", (X,)),)), _keep_x),
     Rule("transpose_transpose", Pat("transpose", (Pat("transpose", (X,), name="inner"),)),
          _compose_transposes),
@@ -169,8 +171,12 @@ RULES = [_identity_rule(i, _exact_identity(i)) for i in IDENTITIES] + [
     Rule("identity_broadcast", Pat("broadcast_to", (X,)), _keep_x),
 ]
 
-SIMPLIFY = Pass("simplify", RULES, doc="useless ops that leave NumPy's results unchanged")
+# its rules keep a parent, or re-make a transpose or a reshape
+SIMPLIFY = Pass("simplify", SIMPLIFY_RULES, produces=frozenset({"transpose", "reshape"}),
+                doc="useless ops that leave NumPy's results unchanged")
+# it re-makes the broadcasting op it matched on other parents
 EXPANSIONS = Pass("drop_expansions", function=_drop_expansion,
+                  matches=frozenset(_BROADCASTING), produces=frozenset(_BROADCASTING),
                   doc="broadcast_to/tile/repeat feeding an op that broadcasts anyway")
 
 

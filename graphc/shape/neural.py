@@ -60,6 +60,19 @@ def same_padding(size: int, kernel: int, stride: int, dilation: int = 1) -> tupl
     return total // 2, total - total // 2
 
 
+def pointwise(op, kernel) -> bool:
+    """Whether a convolution of window ``kernel`` (kh, kw) with ``op``'s stride and
+    padding is 1x1, stride 1 and unpadded: a GEMM over the pixels, which needs no
+    im2col columns (its dilation is then moot).
+
+    >>> pointwise(Op.make("conv2d", stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(2, 2),
+    ...                   groups=1), (1, 1))
+    True
+    """
+    return (tuple(kernel) == (1, 1) and op["stride"] == (1, 1)
+            and op["padding"] == ((0, 0), (0, 0)))
+
+
 # -- checks ------------------------------------------------------------------------------
 def float_input(opname, parents):
     """The one floating-point dtype of ``parents``; a :class:`DTypeError` otherwise."""
@@ -279,7 +292,7 @@ def col2im_rule(op, parents):
     return shape, dtype
 
 
-__all__ = ["float_input", "nchw", "conv_output_size", "pool_output_size", "valid_range",
+__all__ = ["float_input", "nchw", "pointwise", "conv_output_size", "pool_output_size", "valid_range",
            "same_padding", "conv_output_shape", "pool_output_shape", "columns_shape",
            "conv2d_rule", "conv2d_backward_input_rule", "conv2d_backward_kernel_rule",
            "pool_rule", "max_pool2d_backward_rule", "avg_pool2d_backward_rule", "lrn_rule",

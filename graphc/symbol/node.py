@@ -41,6 +41,17 @@ def user_location() -> str:
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
+def locate(error: GraphcError) -> GraphcError:
+    """``error`` with the user's ``file:line`` as its location, unless an inner call
+    already gave it one (that call is nearer to what went wrong); returns ``error``.
+
+    Example: ``except GraphcError as exc: raise locate(exc).with_traceback(None) from None``
+    """
+    if error.location is None:
+        error.location = user_location()
+    return error
+
+
 class Node:
     """One value of the graph. Immutable once built; identity is the node itself.
 
@@ -85,7 +96,7 @@ class Node:
         try:
             shape, dtype = infer(op, parents)
         except GraphcError as exc:
-            raise type(exc)(f"{exc} (at {user_location()})") from None
+            raise locate(exc).with_traceback(None) from None
         return cls(op, parents, shape, dtype, name=name)
 
     @property
