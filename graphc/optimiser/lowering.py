@@ -35,12 +35,10 @@ from ..operator import Namespace
 from ..operator.conv_gemm import DECOMPOSITIONS
 from ..shape.neural import pointwise
 from ..symbol.node import Node
+from ..type.kinds import is_leaf
 from .build import constant_like, make, make_const
 from .pattern import Pat
 from .rewriter import Pass, Rule
-
-#: kinds whose values are not planned buffers: a reshape of them cannot take their memory
-_UNPLANNED = ("var", "const")
 
 
 class NodeNamespace(Namespace):
@@ -99,7 +97,8 @@ def _needs_no_columns(node) -> bool:
 
 
 def _planned(node) -> bool:
-    return node.op.kind not in _UNPLANNED
+    """A planned buffer (not a variable or constant): a reshape of it can take its memory."""
+    return not is_leaf(node.op.kind)
 
 
 def _lowering_rules(kind):
