@@ -3,6 +3,8 @@ hold them: the type layer's KINDS, the shape rules, the CPU kernels, the generat
 expressions, the gradient rules, the ONNX exporters and the public names."""
 import numpy as np
 import pytest
+from gradcheck import check_gradient
+from opcheck import check_op
 
 import graphc
 import graphc.eager as E
@@ -15,7 +17,7 @@ from graphc.operator.generated import (BINARY_NAMES, HANDWRITTEN, REDUCTION_NAME
                                        UFUNC_NAMES, UNARY_NAMES)
 from graphc.ops import DEFINITIONS, LEAF, NO_GRADIENT, OpDef, Refused, define
 from graphc.shape.rules import RULES
-from graphc.type.kinds import KINDS, is_elementwise, is_leaf
+from graphc.type.kinds import KINDS, is_elementwise, is_leaf, reference_function
 
 ALL = sorted(DEFINITIONS)
 
@@ -102,3 +104,40 @@ def test_generated_functions_locate_their_argument_errors(call):
     with pytest.raises(graphc.GraphcError) as caught:
         call(N.var("x", (2, 3)))
     assert caught.value.location is not None and "test_op_definitions.py" in str(caught.value)
+
+
+# -- what every generated one-input function gets checked for, from its definition alone ----
+#: the generated one-input functions under their kind's own name
+GENERATED_UNARY = sorted(k for p, k in UNARY_NAMES.items() if p == k)
+
+
+def _smooth_values(kind, dtype, seed=0, shape=(3, 4)):
+    lo, hi = DEFINITIONS[kind].smooth_on
+    return np.random.default_rng(seed).uniform(lo, hi, shape).astype(dtype)
+
+
+@pytest.mark.parametrize("kind", [k for k in GENERATED_UNARY if DEFINITIONS[k].reference])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_every_generated_unary_matches_its_reference(kind, dtype):
+    x = _smooth_values(kind, dtype)
+    check_op(lambda M, a: getattr(M, kind)(a), reference_function(kind), x)
+
+
+@pytest.mark.parametrize("kind", [k for k in GENERATED_UNARY
+                                  if DEFINITIONS[k].grad not in (None, NO_GRADIENT)])
+def test_every_differentiable_unary_matches_finite_differences(kind):
+    check_gradient(lambda M, a: getattr(M, kind)(a), _smooth_values(kind, np.float64))
+
+
+@pytest.mark.parametrize("kind", [k for k in GENERATED_UNARY
+                                  if not isinstance(DEFINITIONS[k].onnx, Refused)])
+def test_every_exportable_unary_matches_onnxruntime(kind):
+    pytest.importorskip("onnxruntime")
+    from onnx_reference import onnxruntime_run
+    from graphc.onnx.export import to_onnx
+
+    x = N.var("x", (3, 4), np.float32)
+    exe = graphc.compile([x], getattr(N, kind)(x))
+    X = _smooth_values(kind, np.float32)
+    (got,) = onnxruntime_run(to_onnx(exe), {"x": X})
+    np.testing.assert_allclose(got, exe.run(x=X), rtol=2e-6, atol=1e-7)

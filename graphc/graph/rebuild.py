@@ -67,6 +67,12 @@ def _plain(kind):
     return Rebuild((), lambda ps, a: NS._op(kind, ps))
 
 
+def _by_keywords(kind):
+    """The kind's public function of the same name, given the attributes as keywords
+    (kinds that declare their ``attributes``)."""
+    return Rebuild(KINDS[kind].attributes, lambda ps, a: getattr(NS, kind)(*ps, **a))
+
+
 def _pick(attrs, names):
     return {n: attrs[n] for n in names}
 
@@ -148,6 +154,7 @@ def _gather(ps, a):
 def _table() -> dict[str, Rebuild]:
     table = {k: _plain(k) for k, v in KINDS.items()
              if v.family in ("unary", "binary", "ternary") and k not in NOT_SAVED}
+    table.update({k: _by_keywords(k) for k, v in KINDS.items() if v.attributes})
     table.update({
         "var": Rebuild(("dtype", "name", "shape"),
                        lambda ps, a: NS.variable(a["name"], a["shape"], a["dtype"])),
@@ -195,10 +202,6 @@ def _table() -> dict[str, Rebuild]:
         "lrn": Rebuild(("alpha", "beta", "k", "size"), lambda ps, a: NS.lrn(*ps, **a)),
         "lrn_backward": Rebuild(("alpha", "beta", "k", "size"),
                                 lambda ps, a: NS.lrn_backward(*ps, **a)),
-        "upsample_nearest2d": Rebuild(("scale",),
-                                      lambda ps, a: NS.upsample_nearest2d(*ps, a["scale"])),
-        "upsample_nearest2d_backward": Rebuild(("scale",), lambda ps, a:
-                                               NS.upsample_nearest2d_backward(*ps, a["scale"])),
     })
     for name in ("sum", "prod", "max", "min", "mean", "any", "all"):
         table[name] = Rebuild(("axis", "keepdims"), lambda ps, a, f=getattr(NS, name): f(

@@ -71,7 +71,9 @@ class OpDef:
     output, g, needs=None) -> [gradient per input]`` or :data:`NO_GRADIENT`;
     ``onnx(ctx, op, ins, out) -> name``, the name of a one-to-one ONNX operator
     (``onnx_name``, exported by the family's generic exporter) or :class:`Refused`;
-    ``names``: the public functions (``N.<name>``) that build it.
+    ``names``: the public functions (``N.<name>``) that build it. ``smooth_on``: an
+    interval of one-input values where the op is smooth (finite, differentiable), where
+    the generic property tests sample it (``log``'s excludes 0).
     """
 
     name: str
@@ -84,6 +86,7 @@ class OpDef:
     comparison: bool = False
     logical: bool = False
     commutative: bool = False
+    attributes: tuple = ()
     shape: Optional[Callable] = None
     kernel: Optional[Callable] = None
     expr: Optional[Mapping] = None
@@ -91,6 +94,7 @@ class OpDef:
     onnx: object = None
     onnx_name: Optional[str] = None
     names: tuple = ()
+    smooth_on: tuple = (-2.0, 2.0)
     doc: str = field(default="", repr=False)
 
     def kind(self) -> OpKind:

@@ -31,7 +31,8 @@ _LOWERED = Refused("made by the optimiser's lowering; export the graph as writte
                    "(Executable.source)")
 
 
-def neural(name, arity, *, shape, kernel, grad, onnx_export=_BACKWARD, names=None) -> OpDef:
+def neural(name, arity, *, shape, kernel, grad, onnx_export=_BACKWARD, names=None,
+           attributes=()) -> OpDef:
     """A kind of the ``neural`` family (``N.<name>`` builds it unless ``names`` says
     otherwise; backward kinds are refused by ONNX export unless given an exporter).
 
@@ -39,7 +40,8 @@ def neural(name, arity, *, shape, kernel, grad, onnx_export=_BACKWARD, names=Non
     onnx_export=onnx.lrn_export)``
     """
     return OpDef(name, "neural", arity, None, shape=shape, kernel=kernel, grad=grad,
-                 onnx=onnx_export, names=(name,) if names is None else names)
+                 onnx=onnx_export, names=(name,) if names is None else names,
+                 attributes=attributes)
 
 
 define(
@@ -117,11 +119,13 @@ def _upsample_export(ctx, op, ins, out):
 
 define(
     neural("upsample_nearest2d", 1, shape=_upsample_rule, kernel=_upsample_kernel,
+           attributes=("scale",),
            grad=lambda ns, op, inputs, output, g, needs=None: [
                ns.upsample_nearest2d_backward(g, op["scale"])],
            onnx_export=_upsample_export),
     # linear: its gradient is the upsampling of the incoming gradient
     neural("upsample_nearest2d_backward", 1, shape=_upsample_backward_rule,
+           attributes=("scale",),
            kernel=_upsample_backward_kernel,
            grad=lambda ns, op, inputs, output, g, needs=None: [
                ns.upsample_nearest2d(g, op["scale"])]),

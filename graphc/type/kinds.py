@@ -42,7 +42,10 @@ class OpKind:
     variable until after the last of them, so a failure leaves no variable
     half-updated. ``comparison`` and ``logical`` kinds give booleans (a
     comparison computes in its operands' common dtype, a logical op on truth
-    values); ``commutative`` binaries may swap their operands.
+    values); ``commutative`` binaries may swap their operands. ``attributes`` names
+    the attributes an op of the kind carries when the kind's public function of the
+    same name takes exactly those keywords (then a saved graph's node is rebuilt by
+    calling it: :mod:`graphc.graph.rebuild`); kinds rebuilt otherwise leave it empty.
     """
 
     name: str
@@ -55,6 +58,7 @@ class OpKind:
     comparison: bool = False
     logical: bool = False
     commutative: bool = False
+    attributes: tuple = ()
 
 
 #: kind name -> its facts. Filled by the op definitions (:mod:`graphc.ops`), which
