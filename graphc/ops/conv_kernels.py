@@ -41,7 +41,9 @@ class BindingNamespace(Namespace):
     """
 
     def __init__(self, ctx):
-        super().__init__()
+        # no super().__init__(): its ``random`` would refer back to this namespace, and
+        # that cycle would keep every workspace array alive until the cyclic collector
+        # ran (eager mode builds one of these per convolution)
         self._ctx = ctx
         self._steps = []     # (op, parents, the array the step writes)
 
@@ -81,6 +83,7 @@ class BindingNamespace(Namespace):
         else:
             tail = [partial(np.copyto, out, result)]
         calls = [build_kernel(op, parents, array, self._ctx) for op, parents, array in steps]
+        self._steps = []     # the kernels hold what they need
         return run_all(calls + tail)
 
 
