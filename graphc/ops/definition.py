@@ -62,8 +62,9 @@ LEAF = Refused("a leaf: exported as a graph input or initializer")
 
 
 @dataclass(frozen=True)
-class OpDef:
-    """Every fact about one op kind (see the module docstring for who reads what).
+class OpDef(OpKind):
+    """Every fact about one op kind (see the module docstring for who reads what): the
+    :class:`~graphc.type.kinds.OpKind` facts (its fields come first), then these.
 
     ``shape(op, parents) -> (shape, dtype)``; ``kernel(op, ins, out, ctx) -> callable``;
     ``expr``: C expression templates per compute class (``"f"``, ``"i"``, ``"b"``; see
@@ -76,17 +77,6 @@ class OpDef:
     the generic property tests sample it (``log``'s excludes 0).
     """
 
-    name: str
-    family: str
-    arity: Optional[int]
-    reference: Optional[str] = None
-    overwrites: object = ()
-    stateful: bool = False
-    fallible: bool = False
-    comparison: bool = False
-    logical: bool = False
-    commutative: bool = False
-    attributes: tuple = ()
     shape: Optional[Callable] = None
     kernel: Optional[Callable] = None
     expr: Optional[Mapping] = None
