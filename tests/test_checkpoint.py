@@ -19,6 +19,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from untrusted import Payload
 
 import graphc
 import graphc.checkpoint as checkpoint
@@ -464,16 +465,6 @@ def test_files_that_are_no_checkpoints(tmp_path, saved):
     write_members(tmp_path / "v2.npz", with_description(members, {**doc, "version": 2}))
     refused(target, tmp_path / "v2.npz", graphc.GraphError,
             "version 2; expected 'graphc-values' version 1")
-
-
-class Payload:
-    """Unpickling this would create ``marker``: proof that code ran."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.mkdir, (self.marker,))
 
 
 def test_loading_never_runs_code(tmp_path, saved):

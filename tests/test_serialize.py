@@ -16,6 +16,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from untrusted import Payload
 
 import graphc
 import graphc.ndarray as N
@@ -228,16 +229,6 @@ def assert_refused(path, *fragments):
     for f in fragments:
         assert f in msg, (f, msg)
     return msg
-
-
-class Payload:
-    """Unpickling this would create ``marker``: proof that code ran."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.mkdir, (self.marker,))
 
 
 def test_pickled_content_is_never_unpickled(tmp_path, saved):
