@@ -33,7 +33,7 @@ it imports the layers to fill their tables, and no layer imports it (``graphc``'
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Callable, Mapping, Optional
 
 from ..algodiff import rules as _gradients
@@ -85,7 +85,6 @@ class OpDef(OpKind):
     onnx_name: Optional[str] = None
     names: tuple = ()
     smooth_on: tuple = (-2.0, 2.0)
-    doc: str = field(default="", repr=False)
 
     def kind(self) -> OpKind:
         """The facts the type layer keeps (:class:`~graphc.type.kinds.OpKind`)."""

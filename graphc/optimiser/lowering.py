@@ -52,7 +52,9 @@ class NodeNamespace(Namespace):
     """
 
     def __init__(self, like: Node):
-        super().__init__()
+        # no super().__init__(): its ``random`` would refer back to this namespace, a
+        # cycle that would keep ``like`` (and the graph under it) until the cyclic
+        # collector ran; a lowering draws nothing at random
         self._like = like
 
     def _apply(self, op, parents):
