@@ -28,6 +28,7 @@ from .engine.interrupts import InterruptGuard, held_interrupts
 from .engine.liveness import analyse, first_variable_write
 from .engine.planners import make_plan
 from .engine.schedules import SCHEDULES, make_runner, worker_count
+from .engine.strategy import kernel_choice
 from .graph import Graph, to_dot
 from .graph.stats import structure_stats
 from .optimiser.passes import OptimiseResult, select_passes
@@ -41,7 +42,8 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
             updates: Optional[Mapping[Node, Node]] = None, *, plan: str = "blocks",
             optimise=True, fast_math: bool = False, pinned: Sequence = (), seed=None,
             copy_outputs: bool = True, check: bool = False, schedule: str = "serial",
-            workers: Optional[int] = None, device: str = "cpu") -> "Executable":
+            workers: Optional[int] = None, device: str = "cpu",
+            kernels: Optional[str] = None) -> "Executable":
     """Compile ``outputs`` (one node or a list) as functions of the variables
     ``inputs``; ``updates`` maps variables to the values they take after each
     run (a training step's weights).
@@ -68,7 +70,13 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     keeps the serial plan's memory, and a step reusing bytes waits for their
     earlier users instead. ``device="cuda"`` runs the same plan in GPU memory
     through CuPy (imported only then; a clear ``DeviceError`` says what is
-    missing), serially, outputs copied to the host.
+    missing), serially, outputs copied to the host. ``kernels`` picks how the CPU
+    runs elementwise steps: ``"generated"`` (the default where Numba is installed;
+    ``$GRAPHC_KERNELS`` changes the default) compiles each fused chain into one
+    loop over memory, split across the cores, and keeps NumPy's calls where those
+    are faster; ``"numpy"`` runs one NumPy call per instruction (the reference the
+    generated kernels are tested against). Generated kernels are cached on disk
+    (``$GRAPHC_CACHE_DIR``), so only the first graph of a structure compiles them.
 
     Example::
 
@@ -76,6 +84,7 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
         h1, y1 = g.run(x=X, w=W)
     """
     threads = worker_count(schedule, workers)     # checks the options before any work
+    kernels = kernel_choice(kernels)
     if check_device(device) != "cpu" and schedule != "serial":
         raise DeviceError(f"compile: schedule {schedule!r} runs steps on CPU threads; "
                           f"device {device!r} runs them in order on one stream (use "
@@ -107,7 +116,7 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
             check_plan(live, memory)
             if concurrent:
                 check_concurrent_plan(live, memory)
-        program = make_program(device, graph, live, memory, seed, threads)
+        program = make_program(device, graph, live, memory, seed, threads, kernels)
         runner = make_runner(schedule, graph, live, memory, program, workers)
         # what parallelism costs: the same graph planned for the serial order
         serial_bytes = (make_plan(analyse(graph, keep), plan).planned_bytes if concurrent
@@ -404,6 +413,7 @@ class Executable:
         step that may fail comes after them), staging_bytes, rollback_bytes
         (old values of fed inputs, allocated on the first refeed) and
         commit_steps (steps run with interrupts held);
+        generated_steps (steps that run one generated kernel each);
         build_seconds; with the optimiser on, nodes_unoptimised,
         edges_unoptimised and the changes made by each pass."""
         live, plan = self.liveness, self.plan
@@ -435,6 +445,7 @@ class Executable:
             "steps": len(self.program.steps),
             "steps_last_run": self._steps_last_run,
             "elided_steps": self.program.elided,
+            "generated_steps": self.program.generated,
             "build_seconds": self._build_seconds,
             "schedule": self.schedule,
             "workers": self._runner.workers,

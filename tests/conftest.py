@@ -7,8 +7,15 @@
 
 Select one with ``HYPOTHESIS_PROFILE=thorough python -m pytest`` (or pytest's
 ``--hypothesis-profile=thorough``).
+
+Graphs compiled by the tests run on the NumPy kernels, the reference, unless a test
+asks for generated ones (tests/test_generated_kernels.py does): thousands of small
+graphs must not each wait for a JIT. ``GRAPHC_KERNELS=generated python -m pytest``
+runs the whole suite on the generated kernels instead.
 """
 import os
+
+os.environ.setdefault("GRAPHC_KERNELS", "numpy")
 
 from hypothesis import HealthCheck, settings
 

@@ -22,6 +22,7 @@ import numpy as np
 from .cpu_kernels import SCRATCH_BYTES, build_kernel
 from .planners import ALIGN
 from .program import Program
+from .strategy import PARALLEL_MIN, generated_wanted
 
 #: kinds whose kernel only copies its input unchanged: skipped when in place
 _ELIDABLE = frozenset({"reshape", "copy"})
@@ -86,16 +87,23 @@ def _address(a: np.ndarray) -> int:
 
 
 class CpuProgram(Program):
-    """Buffers, views and steps for one compiled graph on the CPU."""
+    """Buffers, views and steps for one compiled graph on the CPU. With
+    ``kernels="generated"`` the elementwise steps that gain from it
+    (:func:`.strategy.generated_wanted`) run as generated loops
+    (:mod:`.numba_kernels`), the rest as NumPy calls; ``generated`` counts them."""
 
     host_views = True      # values are host arrays: copy_outputs=False may hand out views
 
-    def __init__(self, graph, live, plan, seed=None, scratch_slots: int = 1):
+    def __init__(self, graph, live, plan, seed=None, scratch_slots: int = 1,
+                 kernels: str = "numpy"):
         self.ctx = RunContext(seed, scratch_slots)
         self.bind(graph, live, plan)
         values = self.values
         self.kernels = []
         self.scratch_slots = []   # the scratch slots kernels[i] works in
+        self.generated = 0
+        # a parallel schedule already keeps every core busy: one thread per kernel
+        threaded = scratch_slots == 1
         for n in live.steps:
             ins = [values[id(p)] for p in n.parents]
             out = values[id(n)]
@@ -104,7 +112,13 @@ class CpuProgram(Program):
                     and _address(ins[0]) == _address(out)):
                 self.kernels.append(None)  # its parent already holds these bytes
             else:
-                self.kernels.append(build_kernel(n.op, ins, out, self.ctx))
+                kernel = None
+                if kernels == "generated" and generated_wanted(n):
+                    from .numba_kernels import generated_kernel
+                    kernel = generated_kernel(n.op, ins, out,
+                                              parallel=threaded and n.size >= PARALLEL_MIN)
+                    self.generated += kernel is not None
+                self.kernels.append(kernel or build_kernel(n.op, ins, out, self.ctx))
             self.scratch_slots.append(sorted(set(self.ctx.scratch_taken[taken:])))
         self.steps = [k for k in self.kernels if k is not None]
         self.elided = len(self.kernels) - len(self.steps)

@@ -43,7 +43,7 @@ import numpy as np
 
 from ..shape.rules import infer
 from ..type.errors import GraphcError
-from ..type.kinds import KINDS
+from .expressions import Dialect, program_lines
 
 #: helpers the operations use; valid C99 (after <math.h>, <stdbool.h>) and CUDA C++
 PRELUDE = r"""
@@ -144,17 +144,6 @@ class KernelSource:
     preamble: str = PRELUDE
 
 
-def _unsupported(kind, dtype, why=""):
-    return NotImplementedError(f"cuda_codegen: {kind} on {dtype} is not supported{why}")
-
-
-def _dtype_name(kind, dtype) -> str:
-    name = np.dtype(dtype).name
-    if name not in C_TYPES:
-        raise _unsupported(kind, name, f" (supported dtypes: {', '.join(C_TYPES)})")
-    return name
-
-
 def literal(value, dtype) -> str:
     """``value`` as a C literal of ``dtype``, exact (NumPy's rounding to ``dtype`` first).
 
@@ -180,54 +169,24 @@ def literal(value, dtype) -> str:
     return f"({text})" if text.startswith("-") else text
 
 
-def _expression(op, operands, dtypes, out) -> str:
-    """C for one op on operand expressions of ``dtypes``, giving a value of ``out``."""
-    kind = op.kind
-    if kind not in C_EXPRESSIONS or kind == "fused":
-        raise _unsupported(kind, out, " (not an elementwise kind the generator knows)")
-    if KINDS[kind].arity is not None and KINDS[kind].arity != len(operands):
-        raise ValueError(f"cuda_codegen: {kind} takes {KINDS[kind].arity} operands, "
-                         f"got {len(operands)}")
-    if KINDS[kind].comparison:
-        compute = _dtype_name(kind, np.result_type(*dtypes))
-    elif KINDS[kind].logical:
-        compute = "bool"
-    else:
-        compute = out
-    ctype, suffix, cls = C_TYPES[compute]
-    template = C_EXPRESSIONS[kind].get(cls)
-    if template is None:
-        raise _unsupported(kind, compute, " (integer division and power, and float "
-                           "maths in an integer dtype, are out of scope)")
-    targets = ["bool"] + [compute] * 2 if kind == "where" else [compute] * len(operands)
-    args = [name if d == t else f"(({C_TYPES[t][0]}){name})"
-            for name, d, t in zip(operands, dtypes, targets)]
-    attrs = {}
-    if kind == "fused_adagrad":
-        attrs = {"lr": literal(op["lr"], compute), "eps": literal(op["eps"], compute)}
-    elif kind == "clip":
-        wide = (-np.inf, np.inf) if cls == "f" else (False, True) if cls == "b" else (
-            np.iinfo(compute).min, np.iinfo(compute).max)
-        attrs = {"lo": literal(wide[0] if op["lo"] is None else op["lo"], compute),
-                 "hi": literal(wide[1] if op["hi"] is None else op["hi"], compute)}
-        if "NAN" in attrs["lo"] + attrs["hi"]:  # np.clip: a NaN bound makes every value NaN
-            return attrs["lo"] if "NAN" in attrs["lo"] else attrs["hi"]
-    return template.format(*args, T=ctype, U=_UNSIGNED.get(compute, ""),
-                           m="f" if compute == "float32" else "", s=suffix, **attrs)
+def _extra(compute) -> dict:
+    return {"U": _UNSIGNED.get(compute, ""), "m": "f" if compute == "float32" else "",
+            "s": C_TYPES[compute][1]}
+
+
+#: the C dialect of the shared kernel description (:mod:`.expressions`)
+DIALECT = Dialect("cuda_codegen", C_EXPRESSIONS, C_TYPES, "(({T}){x})", literal, _extra)
 
 
 @functools.lru_cache(maxsize=4096)
 def _generate(op, in_dtypes: tuple, out: str) -> KernelSource:
     names = [f"x{k}" for k in range(len(in_dtypes))]
+    lines = program_lines(DIALECT, op, names, in_dtypes, out)
     if op.kind == "fused":
-        lines = [f"{C_TYPES[out][0]} acc;"]
-        for inner, args in op["program"]:
-            operands = ["acc" if a[0] == "acc" else names[a[1]] for a in args]
-            dtypes = [out if a[0] == "acc" else in_dtypes[a[1]] for a in args]
-            lines.append(f"acc = {_expression(inner, operands, dtypes, out)};")
-        operation = "\n".join(lines + ["out = acc;"])
+        operation = "\n".join([f"{C_TYPES[out][0]} acc;"] + [f"acc = {e};" for e in lines]
+                              + ["out = acc;"])
     else:
-        operation = f"out = {_expression(op, names, list(in_dtypes), out)};"
+        operation = f"out = {lines[0]};"
     in_params = ", ".join(f"{d} {n}" for d, n in zip(in_dtypes, names))
     out_params = f"{out} out"
     digest = hashlib.sha1(f"{in_params}|{out_params}|{operation}".encode()).hexdigest()
@@ -252,8 +211,8 @@ def elementwise_kernel(op, in_dtypes, out_dtype) -> KernelSource:
     acc = expf(acc);
     out = acc;
     """
-    in_names = tuple(_dtype_name(op.kind, d) for d in in_dtypes)
-    return _generate(op, in_names, _dtype_name(op.kind, out_dtype))
+    in_names = tuple(DIALECT.dtype_name(op.kind, d) for d in in_dtypes)
+    return _generate(op, in_names, DIALECT.dtype_name(op.kind, out_dtype))
 
 
 def supported(op, dtypes, out_dtype=None) -> bool:

@@ -83,11 +83,13 @@ def cuda_backend() -> Backend:
     return Backend(cupy, elementwise, raw)
 
 
-def make_program(device: str, graph, live, plan, seed=None, scratch_slots: int = 1):
-    """The program that runs a planned graph on ``device``."""
+def make_program(device: str, graph, live, plan, seed=None, scratch_slots: int = 1,
+                 kernels: str = "numpy"):
+    """The program that runs a planned graph on ``device`` (``kernels``: the CPU's
+    choice of NumPy or generated kernels; the device always generates its own)."""
     if check_device(device) == "cpu":
         from .cpu import CpuProgram
-        return CpuProgram(graph, live, plan, seed, scratch_slots)
+        return CpuProgram(graph, live, plan, seed, scratch_slots, kernels)
     backend = cuda_backend()      # says first what is missing, if anything
     from .device import DeviceProgram
     return DeviceProgram(graph, live, plan, backend, seed)

@@ -15,6 +15,11 @@ are, and which inputs it may write over are the engine's choices:
   so it may write over any full-size input.
 - An ``fma`` writing over its addend streams the same way (the kernel sees the
   overlap); liveness allows it only to compute an update into its variable.
+- With generated kernels (``kernels="generated"``), an elementwise node whose every
+  operation has a vector form runs as one generated loop (:func:`generated_wanted`),
+  split across threads from :data:`PARALLEL_MIN` elements. The loop reads every
+  input of an element before writing it, so it may write over whatever the NumPy
+  kernel could.
 
 >>> import graphc.ndarray as N
 >>> from graphc.type import Op
@@ -27,7 +32,9 @@ are, and which inputs it may write over are the engine's choices:
 from __future__ import annotations
 
 import math
+import os
 
+from ..type.kinds import is_elementwise
 from ..type.kinds import may_overwrite as kind_may_overwrite
 
 #: bytes of the scratch a streamed kernel works in (a chunk of every dtype fits)
@@ -35,6 +42,67 @@ SCRATCH_BYTES = 1 << 19
 #: elements per chunk of a streamed fused node, and the size from which one streams
 STREAM_CHUNK = 1 << 14
 STREAM_MIN = 1 << 16
+
+
+#: elements from which a generated kernel splits its loop across threads
+PARALLEL_MIN = 1 << 15
+
+#: the ``kernels=`` choices: NumPy calls only, or generated loops where they serve
+KERNEL_CHOICES = ("numpy", "generated")
+#: the environment variable giving the default choice
+KERNELS_VARIABLE = "GRAPHC_KERNELS"
+
+
+def kernel_choice(kernels=None) -> str:
+    """``compile(kernels=...)`` resolved: an explicit choice is checked (generated
+    kernels need Numba); ``None`` takes ``$GRAPHC_KERNELS``, else ``"generated"``
+    where Numba can be imported and ``"numpy"`` where it cannot.
+
+    >>> kernel_choice("numpy")
+    'numpy'
+    """
+    from .numba_kernels import available
+    explicit = kernels is not None
+    if kernels is None:
+        kernels = os.environ.get(KERNELS_VARIABLE) or "generated"
+    if kernels not in KERNEL_CHOICES:
+        source = "kernels=" if explicit else f"${KERNELS_VARIABLE}="
+        raise ValueError(f"compile: unknown {source}{kernels!r}; expected one of "
+                         f"{', '.join(map(repr, KERNEL_CHOICES))}")
+    if kernels == "generated":
+        problem = available()
+        if problem is not None:
+            if explicit:
+                raise ImportError(f"compile(kernels='generated'): {problem}")
+            return "numpy"
+    return kernels
+
+
+def generated_wanted(node) -> bool:
+    """Whether ``node`` runs as a generated loop when the graph asks for them: an
+    elementwise node whose every operation vectorises (a loop calling the C library's
+    ``expf`` element by element is slower than NumPy's own vectorised ``exp``, even on
+    two cores), and something to gain: a program of several instructions, or one op
+    large enough to split across threads.
+
+    >>> import graphc.ndarray as N
+    >>> x = N.var("x", (1 << 16,))
+    >>> generated_wanted(N.maximum(x, 0.0)), generated_wanted(N.exp(x))
+    (True, False)
+    """
+    from .numba_codegen import DIALECT, vectorises
+    from .expressions import program_lines
+    if not is_elementwise(node.op.kind):
+        return False
+    if node.op.kind != "fused" and node.size < PARALLEL_MIN:
+        return False
+    try:
+        names = [f"a{k}" for k in range(len(node.parents))]
+        lines = program_lines(DIALECT, node.op, names, [p.dtype.name for p in node.parents],
+                              node.dtype.name)
+    except (NotImplementedError, KeyError):
+        return False
+    return vectorises(lines)
 
 
 def stream_chunk(out_shape, in_shapes, itemsize: int) -> int:

@@ -14,7 +14,8 @@ fact          table                                             read by
 kind facts    ``graphc.type.kinds.KINDS``                       every layer
 shape         ``graphc.shape.rules.RULES``                      ``infer``
 kernel        ``graphc.engine.cpu_kernels.KERNELS``             ``build_kernel``
-expr          ``graphc.engine.cuda_codegen.C_EXPRESSIONS``      the generated kernels
+expr          ``graphc.engine.cuda_codegen.C_EXPRESSIONS``      the generated GPU kernels
+numba         ``graphc.engine.numba_codegen.NUMBA_EXPRESSIONS`` the generated CPU kernels
 grad          ``graphc.algodiff.rules.GRADIENTS`` (or           ``grad``, the tape
               ``NON_DIFFERENTIABLE``)
 onnx          ``graphc.onnx.export_ops.EXPORTERS`` (or          ``graphc.onnx.save``
@@ -39,6 +40,7 @@ from typing import Callable, Mapping, Optional
 from ..algodiff import rules as _gradients
 from ..engine import cpu_kernels as _kernels
 from ..engine import cuda_codegen as _codegen
+from ..engine import numba_codegen as _cpu_codegen
 from ..onnx import export_ops as _exporters
 from ..operator import generated as _names
 from ..shape import rules as _shapes
@@ -68,7 +70,9 @@ class OpDef(OpKind):
 
     ``shape(op, parents) -> (shape, dtype)``; ``kernel(op, ins, out, ctx) -> callable``;
     ``expr``: C expression templates per compute class (``"f"``, ``"i"``, ``"b"``; see
-    :mod:`graphc.engine.cuda_codegen`), elementwise kinds only; ``grad(ns, op, inputs,
+    :mod:`graphc.engine.cuda_codegen`), elementwise kinds only; ``numba``: the same
+    expression in Python for the CPU's generated kernels (see
+    :mod:`graphc.engine.numba_codegen`); ``grad(ns, op, inputs,
     output, g, needs=None) -> [gradient per input]`` or :data:`NO_GRADIENT`;
     ``onnx(ctx, op, ins, out) -> name``, the name of a one-to-one ONNX operator
     (``onnx_name``, exported by the family's generic exporter) or :class:`Refused`;
@@ -80,6 +84,7 @@ class OpDef(OpKind):
     shape: Optional[Callable] = None
     kernel: Optional[Callable] = None
     expr: Optional[Mapping] = None
+    numba: Optional[Mapping] = None
     grad: object = None
     onnx: object = None
     onnx_name: Optional[str] = None
@@ -112,6 +117,8 @@ def define(*definitions: OpDef) -> None:
             _kernels.KERNELS[d.name] = d.kernel
         if d.expr is not None:
             _codegen.C_EXPRESSIONS[d.name] = d.expr
+        if d.numba is not None:
+            _cpu_codegen.NUMBA_EXPRESSIONS[d.name] = d.numba
         if d.grad == NO_GRADIENT:
             _gradients.NON_DIFFERENTIABLE.add(d.name)
         elif d.grad is not None:

@@ -25,6 +25,7 @@ from ..algodiff.elementwise import binary_rule, fused_rule, unary_rule
 from ..algodiff.common import fit, wants
 from ..engine import cpu_kernels as kernels
 from ..engine.cuda_codegen import IDENTITY_EXACT, SAME, every_class, math_call, wrapping
+from ..engine.numba_codegen import numpy_call, wrapped
 from ..onnx import export_ops as onnx
 from ..shape import rules as shapes
 from ..type.kinds import ANY, DERIVED
@@ -42,8 +43,26 @@ def _onnx(onnx_op, identity_on=""):
 NUMPY_NAMESAKE = "numpy.<name>"
 
 
-def unary(name, *, expr, grad, onnx, names=None, reference=NUMPY_NAMESAKE, shape=shapes.unary,
-          kernel=kernels.ufunc, identity_on="", **flags) -> OpDef:
+def math_function(c_name, numpy_name=None) -> dict:
+    """``expr=`` and ``numba=`` of a float function: the C library's ``c_name`` on the
+    GPU, NumPy's ``numpy_name`` (default the same) in the CPU's generated kernels.
+
+    >>> math_function("asin", "arcsin")["numba"]
+    {'f': 'np.arcsin({0})'}
+    """
+    arity = 2 if c_name in ("atan2", "hypot", "pow") else 1
+    return {"expr": math_call(c_name), "numba": numpy_call(numpy_name or c_name, arity)}
+
+
+#: ``expr``/``numba`` of floor, ceil and rint: integers and booleans pass unchanged
+def _exact_on_integers(c_name, numpy_name=None) -> dict:
+    both = math_function(c_name, numpy_name)
+    return {"expr": {**both["expr"], **IDENTITY_EXACT},
+            "numba": {**both["numba"], "i": "{0}", "b": "{0}"}}
+
+
+def unary(name, *, expr, grad, onnx, numba=None, names=None, reference=NUMPY_NAMESAKE,
+          shape=shapes.unary, kernel=kernels.ufunc, identity_on="", **flags) -> OpDef:
     """A one-input elementwise kind computed by ``reference`` (``numpy.<name>`` by
     default) in place over its input; ``grad`` is ``d(ns, op, x, y, g)`` or
     :data:`NO_GRADIENT`; ``onnx`` an ONNX operator name or an exporter.
@@ -54,13 +73,13 @@ def unary(name, *, expr, grad, onnx, names=None, reference=NUMPY_NAMESAKE, shape
     if reference == NUMPY_NAMESAKE:
         reference = f"numpy.{name}"
     return OpDef(name, "unary", 1, reference, ANY, shape=shape,
-                 kernel=kernel, expr=expr,
+                 kernel=kernel, expr=expr, numba=numba,
                  grad=grad if grad == NO_GRADIENT else unary_rule(grad),
                  onnx=_onnx(onnx, identity_on), onnx_name=onnx if isinstance(onnx, str) else None,
                  names=(name,) if names is None else names, **flags)
 
 
-def binary(name, *, expr, grad, onnx, names=None, **flags) -> OpDef:
+def binary(name, *, expr, grad, onnx, numba=None, names=None, **flags) -> OpDef:
     """A broadcasting two-input elementwise kind computed by ``numpy.<name>``;
     ``grad`` is a pair ``(d/da, d/db)`` of ``d(ns, op, a, b, y, g)`` or
     :data:`NO_GRADIENT`.
@@ -68,7 +87,7 @@ def binary(name, *, expr, grad, onnx, names=None, **flags) -> OpDef:
     Example: ``binary("add", expr=..., grad=(_pass, _pass), onnx=arithmetic_exporter("Add"))``
     """
     return OpDef(name, "binary", 2, f"numpy.{name}", ANY, shape=shapes.elementwise,
-                 kernel=kernels.ufunc, expr=expr,
+                 kernel=kernels.ufunc, expr=expr, numba=numba,
                  grad=grad if grad == NO_GRADIENT else binary_rule(*grad), onnx=onnx,
                  names=(name,) if names is None else names, **flags)
 
@@ -89,76 +108,86 @@ def _negated(ns, op, a, b, y, g):
 define(
     unary("negative", names=("negative", "neg"),
           expr={"f": "-{0}", "i": "({T})(({U})0 - ({U}){0})"},
+          numba={"f": "-{0}", "i": wrapped("-{0}")},
           grad=lambda ns, op, x, y, g: ns.negative(g), onnx="Neg"),
     unary("absolute", names=("abs", "absolute"), smooth_on=(0.1, 2.0),
           expr={"f": "fabs{m}({0})", "i": "{0} < 0 ? ({T})(({U})0 - ({U}){0}) : {0}",
                 "b": "{0}"},
+          numba={"f": "np.abs({0})", "i": wrapped("abs({0})"), "b": "{0}"},
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.sign(x)), onnx="Abs", identity_on="b"),
     unary("sign", expr={"f": "{0} > 0 ? ({T})1 : ({0} < 0 ? ({T})-1 : ({0} == 0 ? ({T})0 : {0}))",
                         "i": "({T})(({0} > 0) - ({0} < 0))"},
+          numba={"f": "{T}(1) if {0} > 0 else ({T}(-1) if {0} < 0 else ({T}(0) if {0} == 0 "
+                      "else {0}))",
+                 "i": wrapped("int({0} > 0) - int({0} < 0)")},
           grad=NO_GRADIENT, onnx="Sign"),
-    unary("exp", expr=math_call("exp"), grad=lambda ns, op, x, y, g: ns.multiply(g, y),
+    unary("exp", **math_function("exp"), grad=lambda ns, op, x, y, g: ns.multiply(g, y),
           onnx="Exp"),
-    unary("log", expr=math_call("log"), smooth_on=(0.2, 3.0),
+    unary("log", **math_function("log"), smooth_on=(0.2, 3.0),
           grad=lambda ns, op, x, y, g: ns.divide(g, x), onnx="Log"),
-    unary("log2", expr=math_call("log2"), smooth_on=(0.2, 3.0),
+    unary("log2", **math_function("log2"), smooth_on=(0.2, 3.0),
           grad=lambda ns, op, x, y, g: ns.divide(g, ns.multiply(x, _LN2)),
           onnx=lambda ctx, op, ins, out: ctx.op("Div", [
               ctx.op("Log", [ctx.cast(ins[0], out.dtype)]), ctx.scalar(_LN2, out.dtype)],
               out=out.name)),
-    unary("log1p", expr=math_call("log1p"), smooth_on=(-0.8, 3.0),
+    unary("log1p", **math_function("log1p"), smooth_on=(-0.8, 3.0),
           grad=lambda ns, op, x, y, g: ns.divide(g, ns.add(x, 1.0)), onnx=onnx.log1p_export),
-    unary("expm1", expr=math_call("expm1"),
+    unary("expm1", **math_function("expm1"),
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.add(y, 1.0)), onnx=onnx.expm1_export),
-    unary("sqrt", expr=math_call("sqrt"), smooth_on=(0.2, 3.0),
+    unary("sqrt", **math_function("sqrt"), smooth_on=(0.2, 3.0),
           grad=lambda ns, op, x, y, g: ns.divide(ns.multiply(g, 0.5), y), onnx="Sqrt"),
     unary("square", expr={"f": "graphc_mul_{s}({0}, {0})", "i": "({T})(({U}){0} * ({U}){0})"},
+          numba={"f": "{0} * {0}", "i": wrapped("{0} * {0}")},
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.multiply(x, 2.0)),
           onnx=onnx.square_export),
-    unary("reciprocal", expr={"f": "({T})1 / {0}"}, smooth_on=(0.3, 3.0),
+    unary("reciprocal", expr={"f": "({T})1 / {0}"}, numba={"f": "{T}(1) / {0}"}, smooth_on=(0.3, 3.0),
           grad=lambda ns, op, x, y, g: ns.negative(ns.multiply(g, ns.square(y))),
           onnx=onnx.reciprocal_export),
-    unary("sin", expr=math_call("sin"), grad=lambda ns, op, x, y, g: ns.multiply(g, ns.cos(x)),
+    unary("sin", **math_function("sin"), grad=lambda ns, op, x, y, g: ns.multiply(g, ns.cos(x)),
           onnx="Sin"),
-    unary("cos", expr=math_call("cos"),
+    unary("cos", **math_function("cos"),
           grad=lambda ns, op, x, y, g: ns.negative(ns.multiply(g, ns.sin(x))), onnx="Cos"),
-    unary("tan", expr=math_call("tan"), smooth_on=(-1.2, 1.2),
+    unary("tan", **math_function("tan"), smooth_on=(-1.2, 1.2),
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.add(ns.square(y), 1.0)), onnx="Tan"),
-    unary("arcsin", expr=math_call("asin"), smooth_on=(-0.8, 0.8),
+    unary("arcsin", **math_function("asin", "arcsin"), smooth_on=(-0.8, 0.8),
           grad=lambda ns, op, x, y, g: ns.divide(
               g, ns.sqrt(ns.multiply(ns.subtract(1.0, x), ns.add(1.0, x)))),
           onnx="Asin"),
-    unary("tanh", expr=math_call("tanh"),
+    unary("tanh", **math_function("tanh"),
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.subtract(1.0, ns.square(y))),
           onnx="Tanh"),
-    unary("floor", expr={**math_call("floor"), **IDENTITY_EXACT}, grad=NO_GRADIENT,
+    unary("floor", **_exact_on_integers("floor"), grad=NO_GRADIENT,
           onnx="Floor", identity_on="biu"),
-    unary("ceil", expr={**math_call("ceil"), **IDENTITY_EXACT}, grad=NO_GRADIENT,
+    unary("ceil", **_exact_on_integers("ceil"), grad=NO_GRADIENT,
           onnx="Ceil", identity_on="biu"),
-    unary("logical_not", expr={"b": "!{0}"}, grad=NO_GRADIENT, onnx=onnx.logical_not_export,
+    unary("logical_not", expr={"b": "!{0}"}, numba={"b": "not {0}"}, grad=NO_GRADIENT, onnx=onnx.logical_not_export,
           logical=True),
     # rint's semantics; N.round and N.rint are written by hand (decimals, integer inputs)
     unary("round", reference="numpy.round", kernel=kernels.round_,
-          expr={**math_call("rint"), **IDENTITY_EXACT}, grad=NO_GRADIENT, onnx="Round",
+          **_exact_on_integers("rint"), grad=NO_GRADIENT, onnx="Round",
           identity_on="biu"),
+    # scipy's float32 erf rounds the double result, as the cast here does
     unary("erf", reference="scipy.special.erf", expr=math_call("erf"),
+          numba={"f": "{T}(math.erf({0}))"},
           grad=lambda ns, op, x, y, g: ns.multiply(
               g, ns.multiply(ns.exp(ns.negative(ns.square(x))), _TWO_OVER_SQRT_PI)),
           onnx="Erf"),
     # scipy.special.expit's formula: 1 / (1 + exp(-x)) in the input's precision
     unary("sigmoid", reference="scipy.special.expit",
           expr={"f": "({T})1 / (({T})1 + exp{m}(-{0}))"},
+          numba={"f": "{T}(1) / ({T}(1) + np.exp(-{0}))"},
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.multiply(y, ns.subtract(1.0, y))),
           onnx="Sigmoid"),
     # the gradient from the output, so the pre-activation need not live until then
     unary("relu", reference=None, shape=shapes.same, kernel=kernels.relu, smooth_on=(0.1, 2.0),
           expr=every_class("graphc_max_{s}({0}, ({T})0)"),
+          numba=every_class("graphc_max({0}, {T}(0))"),
           grad=lambda ns, op, x, y, g: ns.where(ns.greater(y, 0), g, 0.0),
           onnx=onnx.relu_export),
     # float -> float only (other casts carry no gradient); the driver casts g back
     unary("astype", reference="numpy.ndarray.astype", shape=shapes.astype, kernel=kernels.copy,
-          expr=SAME, grad=_g, onnx=onnx.astype_export),
-    unary("copy", shape=shapes.same, kernel=kernels.copy, expr=SAME, grad=_g, onnx="Identity",
+          expr=SAME, numba=SAME, grad=_g, onnx=onnx.astype_export),
+    unary("copy", shape=shapes.same, kernel=kernels.copy, expr=SAME, numba=SAME, grad=_g, onnx="Identity",
           identity_on="biu"),
 )
 
@@ -173,7 +202,8 @@ def _clip_grad(ns, op, x, y, g):
 
 
 define(unary("clip", shape=shapes.clip, kernel=kernels.clip,
-             expr=every_class("graphc_clip_{s}({0}, {lo}, {hi})"), grad=_clip_grad,
+             expr=every_class("graphc_clip_{s}({0}, {lo}, {hi})"),
+             numba=every_class("graphc_clip({0}, {lo}, {hi})"), grad=_clip_grad,
              onnx=onnx.clip_export))
 
 
@@ -213,42 +243,50 @@ def _arctan2(which):
 
 def _extreme(name, compare):
     helper = f"graphc_{name}_{{s}}({{0}}, {{1}})"
-    return dict(expr=every_class(helper),
+    return dict(expr=every_class(helper), numba=every_class(f"graphc_{name}({{0}}, {{1}})"),
                 grad=(lambda ns, op, a, b, y, g: _maximum_share(ns, a, b, g, getattr(ns, compare)),
                       lambda ns, op, a, b, y, g: _maximum_share(ns, b, a, g, getattr(ns, compare))))
 
 
 def _comparison(name, c_operator, onnx_op, negated=False):
-    return binary(name, expr=every_class(f"{{0}} {c_operator} {{1}}"), grad=NO_GRADIENT,
+    template = every_class(f"{{0}} {c_operator} {{1}}")
+    return binary(name, expr=template, numba=template, grad=NO_GRADIENT,
                   onnx=onnx.comparison_exporter(onnx_op, negated), comparison=True)
 
 
-def _logical(name, c_operator, onnx_op):
-    return binary(name, expr={"b": f"{{0}} {c_operator} {{1}}"}, grad=NO_GRADIENT,
+def _logical(name, c_operator, onnx_op, py_operator=None):
+    return binary(name, expr={"b": f"{{0}} {c_operator} {{1}}"},
+                  numba={"b": f"{{0}} {py_operator or c_operator} {{1}}"}, grad=NO_GRADIENT,
                   onnx=onnx.logical_exporter(onnx_op), logical=True, commutative=True)
 
 
 define(
     binary("add", expr={"f": "{0} + {1}", "i": wrapping("+"), "b": "{0} || {1}"},
+           numba={"f": "{0} + {1}", "i": wrapped("{0} + {1}"), "b": "{0} or {1}"},
            grad=(_passed, _passed), onnx=onnx.arithmetic_exporter("Add", on_bool="Or"),
            commutative=True),
-    binary("subtract", expr={"f": "{0} - {1}", "i": wrapping("-")}, grad=(_passed, _negated),
+    binary("subtract", expr={"f": "{0} - {1}", "i": wrapping("-")},
+           numba={"f": "{0} - {1}", "i": wrapped("{0} - {1}")}, grad=(_passed, _negated),
            onnx=onnx.arithmetic_exporter("Sub")),
     binary("multiply", expr={"f": "graphc_mul_{s}({0}, {1})", "i": wrapping("*"),
                              "b": "{0} && {1}"},
+           numba={"f": "{0} * {1}", "i": wrapped("{0} * {1}"), "b": "{0} and {1}"},
            grad=(lambda ns, op, a, b, y, g: ns.multiply(g, b),
                  lambda ns, op, a, b, y, g: ns.multiply(g, a)),
            onnx=onnx.arithmetic_exporter("Mul", on_bool="And"), commutative=True),
     binary("divide", names=("divide", "true_divide"), expr={"f": "{0} / {1}"},
+           numba={"f": "{0} / {1}"},
            grad=(lambda ns, op, a, b, y, g: ns.divide(g, b),
                  lambda ns, op, a, b, y, g: ns.negative(ns.divide(ns.multiply(g, y), b))),
            onnx=onnx.arithmetic_exporter("Div")),
-    binary("floor_divide", expr={"f": "graphc_floor_divide_{s}({0}, {1})"}, grad=NO_GRADIENT,
+    binary("floor_divide", expr={"f": "graphc_floor_divide_{s}({0}, {1})"},
+           numba={"f": "graphc_floor_divide({0}, {1})"}, grad=NO_GRADIENT,
            onnx=onnx.floor_divide_export),
-    binary("power", expr=math_call("pow"), grad=(_power_base, _power_exponent),
+    binary("power", **math_function("pow", "power"), grad=(_power_base, _power_exponent),
            onnx=onnx.arithmetic_exporter("Pow")),
     # a - floor(a / b) * b, differentiable wherever floor(a / b) is locally constant
     binary("remainder", names=("remainder", "mod"), expr={"f": "graphc_remainder_{s}({0}, {1})"},
+           numba={"f": "graphc_remainder({0}, {1})"},
            grad=(_passed,
                  lambda ns, op, a, b, y, g: ns.negative(ns.multiply(g, ns.floor_divide(a, b)))),
            onnx=onnx.remainder_export),
@@ -256,9 +294,9 @@ define(
            onnx=onnx.arithmetic_exporter("Max", on_bool="Or"), commutative=True),
     binary("minimum", **_extreme("min", "less"),
            onnx=onnx.arithmetic_exporter("Min", on_bool="And"), commutative=True),
-    binary("arctan2", expr=math_call("atan2"), grad=(_arctan2(0), _arctan2(1)),
+    binary("arctan2", **math_function("atan2", "arctan2"), grad=(_arctan2(0), _arctan2(1)),
            onnx=onnx.arctan2_export),
-    binary("hypot", expr=math_call("hypot"), grad=(_hypot(0), _hypot(1)),
+    binary("hypot", **math_function("hypot"), grad=(_hypot(0), _hypot(1)),
            onnx=onnx.hypot_export, commutative=True),
     _comparison("equal", "==", "Equal"),
     _comparison("not_equal", "!=", "Equal", negated=True),
@@ -266,8 +304,8 @@ define(
     _comparison("less_equal", "<=", "LessOrEqual"),
     _comparison("greater", ">", "Greater"),
     _comparison("greater_equal", ">=", "GreaterOrEqual"),
-    _logical("logical_and", "&&", "And"),
-    _logical("logical_or", "||", "Or"),
+    _logical("logical_and", "&&", "And", "and"),
+    _logical("logical_or", "||", "Or", "or"),
     _logical("logical_xor", "!=", "Xor"),
 )
 
@@ -290,24 +328,27 @@ def _fma_grad(ns, op, inputs, output, g, needs=None):
 define(
     # where(cond, a, b) copies b then a under the mask: only b may be overwritten
     OpDef("where", "ternary", 3, "numpy.where", (2,), shape=shapes.where,
-          kernel=kernels.where, expr=every_class("{0} ? {1} : {2}"), grad=_where_grad,
+          kernel=kernels.where, expr=every_class("{0} ? {1} : {2}"),
+          numba=every_class("{1} if {0} else {2}"), grad=_where_grad,
           onnx=onnx.where_export, names=("where",)),
     # made by the optimiser only: a*b + c in one node (c is read after a*b is written,
     # so only a and b may share the result's memory); two roundings, as multiply-then-add
     OpDef("fma", "ternary", 3, None, (0, 1), shape=shapes.fma, kernel=kernels.fma,
           expr={"f": "graphc_mul_{s}({0}, {1}) + {2}",
                 "i": "({T})(({U}){0} * ({U}){1} + ({U}){2})"},
+          numba={"f": "{0} * {1} + {2}", "i": wrapped("{0} * {1} + {2}")},
           grad=_fma_grad, onnx=onnx.fma_export),
     # Owl's AdaGrad step lr / sqrt(v + eps), d/dv = -y / (2 (v + eps))
     OpDef("fused_adagrad", "unary", 1, None, ANY, shape=shapes.same,
           kernel=kernels.fused_adagrad, expr={"f": "{lr} / sqrt{m}({0} + {eps})"},
+          numba={"f": "{lr} / np.sqrt({0} + {eps})"},
           grad=unary_rule(lambda ns, op, x, y, g: ns.divide(
               ns.multiply(ns.multiply(g, y), -0.5), ns.add(x, op["eps"]))),
           onnx=onnx.fused_adagrad_export),
     # a program of the kinds above (the optimiser's fusion); the engine decides what its
     # kernel may write over (graphc.engine.strategy)
     OpDef("fused", "fused", None, None, DERIVED, shape=shapes.declared, kernel=kernels.fused,
-          expr={}, grad=fused_rule, onnx=onnx.fused_export),
+          expr={}, numba={}, grad=fused_rule, onnx=onnx.fused_export),
 )
 
-__all__ = ["unary", "binary"]
+__all__ = ["unary", "binary", "math_function"]

@@ -1,0 +1,175 @@
+"""Python source of the CPU's generated elementwise kernels, compiled by Numba.
+
+The CPU twin of :mod:`.cuda_codegen`: the same kernel description (a single
+elementwise op, or a ``fused`` node's program) rendered through the shared
+:mod:`.expressions` in the Python dialect, into one loop over the output that
+keeps the running value in a register. One pass over memory instead of one NumPy
+call per instruction, on every core (``prange``) when the output is large. This
+module only writes source text and imports no Numba (:mod:`.numba_kernels`
+compiles it), so it is tested without a JIT.
+
+A kernel is specialised on its description, its dtypes, its *rank* (the output's
+shape after merging the dimensions every operand walks contiguously: an NCHW
+tensor plus a per-channel bias is rank 3, two equal contiguous arrays rank 1) and
+which inputs are single elements (read once, before the loop); never on sizes, so
+one compilation serves every layer of that structure. Its arguments are the output
+and the inputs as arrays of that rank (broadcast inputs with zero strides; single
+elements as one-element arrays).
+
+Semantics are NumPy's, as in the CUDA dialect: integer ``+ - *`` wrap (computed in
+Numba's 64-bit integers and cast back), ``maximum``/``minimum``/``relu``/``clip``
+propagate NaN, ``floor_divide``/``remainder`` follow NumPy's ``divmod``, float
+division by zero gives inf/NaN (``error_model="numpy"``), and no multiply-add is
+contracted (no fast-math), so arithmetic gives NumPy's bits. Math functions
+(``exp``, ``log``, ``tanh``...) call the C library and may differ from NumPy's own
+vectorised implementations in the last place.
+
+>>> from graphc.type import Op
+>>> print(kernel_source(Op.make("exp"), ["float32"], "float32", 1, ()).split("def serial")[1]
+...       .splitlines()[0])
+(out, x0):
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+
+import numpy as np
+
+from .expressions import Dialect, program_lines
+
+#: bumped whenever the generated code changes meaning, so cached kernels are rebuilt
+GENERATOR_VERSION = 1
+
+#: dtype -> (Numba spelling, helper suffix, class: f float, i integer, b bool)
+NUMBA_TYPES = {"float32": ("float32", "f32", "f"), "float64": ("float64", "f64", "f"),
+               "int32": ("int32", "i32", "i"), "int64": ("int64", "i64", "i"),
+               "bool": ("bool_", "b", "b")}
+
+#: op kind -> Python expression template per compute class, as ``C_EXPRESSIONS`` in
+#: :mod:`.cuda_codegen` (placeholders ``{0}``..., ``{T}`` the compute type, ``{lr}
+#: {eps} {lo} {hi}``). Operands are always plain names, so a template may repeat
+#: one. Filled by the op definitions (:mod:`graphc.ops`, their ``numba``).
+NUMBA_EXPRESSIONS: dict = {}
+
+#: calls LLVM turns into vector instructions; any other function call in a kernel
+#: (the C library's ``expf``, ``tanh``...) runs one element at a time
+VECTORISED_CALLS = frozenset({"np.sqrt", "np.abs", "np.floor", "np.ceil", "np.rint",
+                              "graphc_max", "graphc_min", "graphc_clip"})
+_CALL = re.compile(r"\b([A-Za-z_][\w.]*)\(")
+
+
+def numpy_call(name: str, arity: int = 1) -> dict:
+    """The float template calling NumPy's function ``name`` (Numba keeps float32 in
+    float32).
+
+    >>> numpy_call("arctan2", 2)
+    {'f': 'np.arctan2({0}, {1})'}
+    """
+    return {"f": f"np.{name}(" + ", ".join(f"{{{k}}}" for k in range(arity)) + ")"}
+
+
+def wrapped(template: str) -> str:
+    """An integer template computed in 64 bits and cast back, wrapping as NumPy does:
+    ``wrapped("{0} + {1}")``."""
+    return "{T}(" + template + ")"
+
+
+def literal(value, dtype) -> str:
+    """``value`` as an exact Python literal of ``dtype`` (NumPy's rounding first).
+
+    >>> literal(0.1, "float32"), literal(-2, "int64"), literal(float("inf"), "float64")
+    ('float32(0.10000000149011612)', 'int64(-2)', 'float64(np.inf)')
+    """
+    dtype = np.dtype(dtype)
+    spelling = NUMBA_TYPES[dtype.name][0]
+    if dtype.kind == "b":
+        return "True" if value else "False"
+    if dtype.kind in "iu":
+        v = int(value)
+        return f"{spelling}({v + 1} - 1)" if v == np.iinfo(dtype).min else f"{spelling}({v})"
+    with np.errstate(all="ignore"):
+        v = float(dtype.type(value))
+    if math.isnan(v):
+        return f"{spelling}(np.nan)"
+    if math.isinf(v):
+        return f"{spelling}({'-' if v < 0 else ''}np.inf)"
+    return f"{spelling}({v!r})"
+
+
+DIALECT = Dialect("numba_codegen", NUMBA_EXPRESSIONS, NUMBA_TYPES, "{T}({x})", literal)
+
+
+def vectorises(lines) -> bool:
+    """Whether every call in these expressions has a vector form (see
+    :data:`VECTORISED_CALLS`): a kernel that does runs several elements per
+    instruction, one that does not calls the C library element by element."""
+    return all(name in VECTORISED_CALLS or name in NUMBA_TYPES_SPELLED
+               for text in lines for name in _CALL.findall(text))
+
+
+NUMBA_TYPES_SPELLED = frozenset(t[0] for t in NUMBA_TYPES.values())
+
+
+def _loops(rank: int, parallel: bool):
+    """The loop header lines over an output of ``rank`` (outer dimensions flattened
+    into one ``prange``) and the index expression of an element."""
+    loop = "prange" if parallel else "range"
+    sizes = [f"n{d}" for d in range(rank)]
+    lines = [f"    {', '.join(sizes)}{',' if rank == 1 else ''} = out.shape"]
+    if rank == 1:
+        return lines + [f"    for i0 in {loop}(n0):"], "i0", 2
+    # unravel the flat outer index (a prange index may not be reassigned): i_d is
+    # o // m_d % n_d, m_d the product of the outer sizes after d
+    for d in range(rank - 2):
+        lines.append(f"    m{d} = {' * '.join(sizes[d + 1:-1])}")
+    lines.append(f"    for o in {loop}({' * '.join(sizes[:-1])}):")
+    for d in range(rank - 1):
+        whole = "o" if d == rank - 2 else f"o // m{d}"
+        lines.append(f"        i{d} = {whole}" + ("" if d == 0 else f" % n{d}"))
+    last = rank - 1
+    lines.append(f"        for i{last} in range(n{last}):")
+    return lines, ", ".join(f"i{d}" for d in range(rank)), 3
+
+
+def kernel_body(op, in_dtypes, out_dtype, rank: int, scalars, parallel: bool) -> list:
+    """The lines of one kernel function (see :func:`kernel_source`)."""
+    names = [f"a{k}" for k in range(len(in_dtypes))]
+    exprs = program_lines(DIALECT, op, names, in_dtypes, out_dtype)
+    args = ", ".join(["out"] + [f"x{k}" for k in range(len(in_dtypes))])
+    header, index, depth = _loops(rank, parallel)
+    pad = "    " * depth
+    lines = [f"def {'parallel' if parallel else 'serial'}({args}):"]
+    lines += [f"    a{k} = x{k}[0]" for k in scalars]
+    lines += header
+    lines += [f"{pad}a{k} = x{k}[{index}]" for k in range(len(in_dtypes)) if k not in scalars]
+    lines += [f"{pad}acc = {e}" for e in exprs]
+    lines.append(f"{pad}out[{index}] = acc")
+    return lines
+
+
+def kernel_source(op, in_dtypes, out_dtype, rank: int, scalars) -> str:
+    """A module of two kernels computing ``op`` (a fused program or one elementwise
+    op): ``serial(out, x0, ...)`` and ``parallel(...)``, the same loop over an
+    output of ``rank`` dimensions with the outer ones split across threads.
+    ``scalars`` are the positions of single-element inputs.
+    :class:`NotImplementedError` names an unsupported kind or dtype.
+    """
+    in_dtypes = [DIALECT.dtype_name(op.kind, d) for d in in_dtypes]
+    out_dtype = DIALECT.dtype_name(op.kind, out_dtype)
+    scalars = tuple(sorted(scalars))
+    header = [f"# graphc generated kernel, generator version {GENERATOR_VERSION}",
+              "import math", "import numpy as np", "from numba import njit, prange",
+              "from graphc.engine.numba_prelude import *", ""]
+    functions = []
+    for parallel in (False, True):
+        functions.append(f"@njit(parallel={parallel}, error_model='numpy', nogil=True, "
+                         "cache=True)")
+        functions += kernel_body(op, in_dtypes, out_dtype, rank, scalars, parallel) + [""]
+    return "\n".join(header + functions)
+
+
+def source_key(source: str) -> str:
+    """A short name for a kernel's source (its file name in the disk cache)."""
+    return hashlib.sha1(source.encode()).hexdigest()[:20]

@@ -1,0 +1,198 @@
+"""Generated CPU kernels: compile :mod:`.numba_codegen`'s source with Numba, keep it
+on disk, and bind it to a node's arrays.
+
+Numba (the JIT PyTensor uses as its default backend) is imported only here, and
+only when a graph asks for generated kernels; without it :func:`available` says
+why and the engine keeps its NumPy kernels. Each distinct source (kernel
+description, dtypes, rank, single-element inputs) is written once to the cache
+directory as a module and imported, and Numba caches its machine code beside it,
+so a kernel is compiled once per machine, not once per graph or process: a warm
+start loads it in milliseconds. The directory is ``$GRAPHC_CACHE_DIR`` or
+``~/.cache/graphc`` (``$XDG_CACHE_HOME/graphc``), under ``kernels/``.
+
+>>> import numpy as np
+>>> from graphc.type import Op
+>>> x, out = np.arange(4.0), np.empty(4)
+>>> run = generated_kernel(Op.make("multiply"), [x, np.array(2.0)], out, parallel=False)
+>>> run(); out
+array([0., 2., 4., 6.])
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import sys
+import tempfile
+import threading
+from functools import partial
+
+import numpy as np
+
+from . import numba_codegen as codegen
+
+_lock = threading.RLock()
+_modules: dict = {}          # source key -> imported module
+_numba = None                # the module, once imported
+_problem = None              # why generated kernels are unavailable, once known
+_threads = None              # the thread-safe threading layer, or "" for none
+
+
+def available() -> str | None:
+    """``None`` when generated kernels can be built here, else the reason."""
+    global _numba, _problem
+    with _lock:
+        if _numba is None and _problem is None:
+            # OpenMP's threads would otherwise spin between kernels, taking the cores
+            # from BLAS's threads in the GEMM that follows (set before OpenMP starts;
+            # a value the user chose is kept)
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+            try:
+                import numba
+                _numba = numba
+            except ImportError as e:   # pragma: no cover - numba is a dependency
+                _problem = f"Numba is not installed ({e}); pip install numba"
+        return _problem
+
+
+def threading_layer() -> str:
+    """The Numba threading layer parallel kernels run on: a thread-safe one (TBB or
+    OpenMP), since several graphs may run at once from different threads; ``""``
+    when neither loads, and then every generated kernel runs on one thread."""
+    global _threads
+    with _lock:
+        if _threads is None:
+            _threads = ""
+            for layer, module in (("tbb", "tbbpool"), ("omp", "omppool")):
+                try:
+                    importlib.import_module(f"numba.np.ufunc.{module}")
+                except (ImportError, OSError):
+                    continue
+                _numba.config.THREADING_LAYER = layer
+                _threads = layer
+                break
+        return _threads
+
+
+def cache_dir() -> str:
+    """Where generated kernel modules and their machine code are kept."""
+    root = os.environ.get("GRAPHC_CACHE_DIR")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                 ".cache")
+        root = os.path.join(base, "graphc")
+    return os.path.join(root, "kernels")
+
+
+def _load(source: str):
+    """The imported module of ``source``, written to the cache directory first."""
+    key = codegen.source_key(source)
+    with _lock:
+        module = _modules.get(key)
+        if module is not None:
+            return module
+        directory = cache_dir()
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"k{key}.py")
+        if not _same_text(path, source):
+            # written whole, then renamed: a concurrent process never reads half a file
+            fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)
+        name = f"graphc_kernels.k{key}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module      # Numba's cache finds the module by name
+        spec.loader.exec_module(module)
+        _modules[key] = module
+        return module
+
+
+def _same_text(path: str, text: str) -> bool:
+    try:
+        with open(path) as f:
+            return f.read() == text
+    except OSError:
+        return False
+
+
+def element_strides(array, out_shape):
+    """``array``'s strides in elements when broadcast to ``out_shape`` (0 along a
+    broadcast dimension); ``None`` for a single element.
+
+    >>> element_strides(np.empty((3, 1)), (2, 3, 4)), element_strides(np.empty(()), (3,))
+    ((0, 1, 0), None)
+    """
+    if array.size == 1:
+        return None
+    view = np.broadcast_to(array, out_shape)
+    return tuple(s // array.itemsize for s in view.strides)
+
+
+def geometry(in_strides, out_shape):
+    """``(shape, strides)``: the output's shape after dropping sizes of 1 and merging
+    every pair of neighbouring dimensions that all operands (the contiguous output
+    and the inputs of element strides ``in_strides``, ``None`` for single elements)
+    step over in one stride, and each input's strides on that shape.
+
+    >>> geometry([(48, 16, 4, 1), (0, 1, 0, 0)], (8, 3, 4, 4))
+    ((8, 3, 16), [(48, 16, 1), (0, 1, 0)])
+    >>> geometry([(48, 16, 4, 1), None], (8, 3, 4, 4))
+    ((384,), [(1,), None])
+    """
+    dims = [d for d in range(len(out_shape)) if out_shape[d] != 1]
+    shape = [out_shape[d] for d in dims]
+    walks = [[math.prod(out_shape[d + 1:]) for d in dims]]      # the output first
+    walks += [[s[d] for d in dims] for s in in_strides if s is not None]
+    j = len(shape) - 1
+    while j > 0:   # merge dimension j into j - 1 where every operand steps over j exactly
+        if all(w[j - 1] == w[j] * shape[j] for w in walks):
+            shape[j - 1] *= shape[j]
+            for w in walks:
+                w[j - 1] = w[j]
+                del w[j]
+            del shape[j]
+        j -= 1
+    if not shape:
+        shape, walks = [1], [[0] for _ in walks]
+    merged = iter(walks[1:])
+    return tuple(shape), [None if s is None else tuple(next(merged)) for s in in_strides]
+
+
+def _argument(array, shape, strides):
+    """``array`` seen with ``shape`` and element ``strides`` (a view: the kernel reads
+    whatever it holds when it runs), read-only, so every graph passes the same types."""
+    if strides is None:
+        view = array.reshape(1)
+    else:
+        view = np.lib.stride_tricks.as_strided(
+            array, shape, tuple(s * array.itemsize for s in strides), writeable=False)
+        if view.flags.c_contiguous:
+            view = view.reshape(shape)
+    view = view.view()
+    view.flags.writeable = False
+    return view
+
+
+def generated_kernel(op, ins, out, parallel: bool):
+    """A callable computing elementwise ``op`` (a fused program or one op) from the
+    arrays ``ins`` into the contiguous ``out``, as one generated loop (on every core
+    when ``parallel``); ``None`` when the generator cannot (a kind or dtype it does
+    not cover, or Numba missing)."""
+    if available() is not None or not out.flags.c_contiguous or out.size == 0:
+        return None
+    in_strides = [element_strides(a, out.shape) for a in ins]
+    scalars = tuple(k for k, s in enumerate(in_strides) if s is None)
+    shape, strides = geometry(in_strides, out.shape)
+    try:
+        source = codegen.kernel_source(op, [a.dtype for a in ins], out.dtype, len(shape),
+                                       scalars)
+    except NotImplementedError:
+        return None
+    module = _load(source)
+    function = module.parallel if parallel and threading_layer() else module.serial
+    args = [out.reshape(shape)] + [_argument(a, shape, s) for a, s in zip(ins, strides)]
+    with _lock:   # Numba's compiler is not re-entrant across threads
+        function.compile(tuple(_numba.typeof(a) for a in args))
+    return partial(function, *args)

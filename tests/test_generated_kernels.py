@@ -1,0 +1,272 @@
+"""The CPU's generated kernels (graphc/engine/numba_codegen.py, numba_kernels.py)
+against the NumPy kernels, the reference.
+
+Every elementwise kind on special values in every dtype (exact, signed zeros
+included, except the C library's maths: within a few ulps, as in
+test_cuda_codegen.py, whose cases these are); broadcasting geometries; graphs
+whose fused programs run generated, serially and split across threads, computing
+in place over their inputs and into their variables; a training step bit for bit;
+the disk cache; the options.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import mutually_broadcastable_shapes
+
+numba = pytest.importorskip("numba")
+
+import graphc  # noqa: E402
+import graphc.ndarray as N  # noqa: E402
+from graphc.engine import numba_codegen  # noqa: E402
+from graphc.engine.cuda_codegen import supported  # noqa: E402
+from graphc.engine.numba_kernels import element_strides, generated_kernel, geometry  # noqa: E402
+from graphc.engine.strategy import PARALLEL_MIN, kernel_choice  # noqa: E402
+from graphc.type import Op  # noqa: E402
+
+from elementwise_cases import (INEXACT, assert_same, infer_out, kind_cases,  # noqa: E402
+                               reference)
+from graphc.type.errors import DTypeError  # noqa: E402
+
+KINDS_TESTED = sorted(k for k in numba_codegen.NUMBA_EXPRESSIONS if k != "fused")
+
+
+def run_generated(op, inputs, out_dtype, parallel=False):
+    out = np.empty(np.broadcast_shapes(*[np.shape(a) for a in inputs]), out_dtype)
+    kernel = generated_kernel(op, [np.asarray(a) for a in inputs], out, parallel=parallel)
+    if kernel is None:
+        return None
+    with np.errstate(all="ignore"):
+        kernel()
+    return out
+
+
+# -- every kind -----------------------------------------------------------------------------
+def test_both_generators_know_the_same_kinds():
+    from graphc.engine.cuda_codegen import C_EXPRESSIONS
+    assert set(numba_codegen.NUMBA_EXPRESSIONS) == set(C_EXPRESSIONS)
+    for kind, templates in C_EXPRESSIONS.items():
+        assert set(numba_codegen.NUMBA_EXPRESSIONS[kind]) == set(templates), kind
+
+
+@pytest.mark.parametrize("kind", KINDS_TESTED)
+def test_kind_matches_the_numpy_kernel(kind):
+    tested = 0
+    for op, inputs in kind_cases(kind):
+        dtypes = [a.dtype for a in inputs]
+        try:
+            out = infer_out(op, dtypes)
+        except DTypeError:
+            continue  # NumPy itself does not define it (negative of bool, ...)
+        got = run_generated(op, inputs, out)
+        # the CPU generator covers exactly what the GPU one does
+        assert (got is not None) == supported(op, dtypes, out), (op, dtypes)
+        if got is None:
+            continue
+        want = reference(op, inputs)
+        assert_same(got, want, kind not in INEXACT, f"{op} on {[str(d) for d in dtypes]}")
+        tested += 1
+    assert tested > 0
+
+
+# -- geometries -------------------------------------------------------------------------------
+def _geometry(*arrays, out):
+    return geometry([element_strides(a, out) for a in arrays], out)
+
+
+def test_geometry_merges_what_every_operand_walks_contiguously():
+    e = np.empty
+    assert _geometry(e((4, 5)), e((4, 5)), out=(4, 5)) == ((20,), [(1,), (1,)])
+    assert _geometry(e((4, 5)), e(5), out=(4, 5)) == ((4, 5), [(5, 1), (0, 1)])
+    assert _geometry(e((4, 1)), e((1, 5)), out=(4, 5)) == ((4, 5), [(1, 0), (0, 1)])
+    assert _geometry(e((2, 3, 4)), e((1, 1, 1)), out=(2, 3, 4)) == ((24,), [(1,), None])
+    assert _geometry(e((1, 1)), out=(1, 1)) == ((1,), [None])
+    # a strided view keeps its strides; a transposed one is walked as it lies
+    assert _geometry(e((6, 8))[::2, 1::3], out=(3, 3)) == ((3, 3), [(16, 3)])
+    assert _geometry(e((3, 4)).T, out=(4, 3)) == ((4, 3), [(1, 4)])
+
+
+_FMA_RELU = ((Op.make("fma"), (("in", 0), ("in", 1), ("in", 2))), (Op.make("relu"), (("acc",),)))
+
+
+@settings(max_examples=40)
+@given(shapes=mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=4, max_side=5),
+       dtype=st.sampled_from(["float32", "float64"]), parallel=st.booleans())
+def test_broadcasting_geometries(shapes, dtype, parallel):
+    rng = np.random.default_rng(0)
+    inputs = [rng.normal(size=s).astype(dtype) for s in shapes.input_shapes]
+    op = Op.make("fused", program=_FMA_RELU, shape=shapes.result_shape, dtype=np.dtype(dtype))
+    got = run_generated(op, inputs, dtype, parallel)
+    want = reference(op, inputs)
+    assert_same(got, np.broadcast_to(want, got.shape), True)
+
+
+def test_strided_and_read_only_inputs():
+    base = np.arange(48.0).reshape(6, 8)
+    x = base[::2, 1::3]                    # a strided view
+    y = np.broadcast_to(np.arange(3.0), (3, 3))   # a read-only broadcast view
+    got = run_generated(Op.make("subtract"), [x, y], "float64")
+    np.testing.assert_array_equal(got, x - y)
+    flipped = base[::-1, ::-2]                   # negative strides
+    got = run_generated(Op.make("multiply"), [flipped, np.float64(2.0)], "float64")
+    np.testing.assert_array_equal(got, flipped * 2.0)
+
+
+# -- graphs ------------------------------------------------------------------------------------
+def _compare_engines(inputs, outputs, feeds, updates=None, runs=2, **options):
+    """Compile with both kernel choices, run each ``runs`` times from the same variables;
+    returns (generated steps, outputs per run) after asserting bit equality."""
+    results, counts = {}, {}
+    for kernels in ("numpy", "generated"):
+        g = graphc.compile(inputs, outputs, updates, kernels=kernels, **options)
+        counts[kernels] = g.stats()["generated_steps"]
+        got = []
+        for _ in range(runs):
+            with np.errstate(all="ignore"):
+                got.append(g.run(**feeds))
+        if updates:
+            got.append([g.value(v.name) for v in updates])
+        results[kernels] = got
+    for a, b in zip(results["numpy"], results["generated"]):
+        for x, y in zip(a, b):
+            assert_same(np.asarray(y), np.asarray(x), True)
+    assert counts["numpy"] == 0
+    return counts["generated"]
+
+
+@pytest.mark.parametrize("n", [96, PARALLEL_MIN * 2 + 3])
+def test_fused_graphs_bit_for_bit(n):
+    rng = np.random.default_rng(1)
+    x, y, z = (N.var(s, (n,)) for s in "xyz")
+    b = N.var("b", (1,))
+    feeds = {s: rng.normal(size=n).astype(np.float32) for s in "xyz"}
+    feeds["b"] = np.array([0.25], np.float32)
+    feeds["x"][:6] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-30]
+    outputs = [N.clip(N.maximum(x - y, 0.0) * 2.5 + z, -1.0, 3.0),
+               N.where(x > y, N.sqrt(N.abs(z)) / 3.0, -z * z) + b,
+               x - 0.01 / N.sqrt(N.square(y) + 1e-8),
+               N.relu(N.floor(x * 4.0) - N.negative(z)),
+               N.logical_or(N.logical_not(x < y), z > 1.0)]
+    assert _compare_engines([x, y, z, b], outputs, feeds) >= 4
+
+
+def test_broadcast_bias_and_residual_in_place():
+    rng = np.random.default_rng(2)
+    x = N.var("x", (4, 16, 9, 9))
+    bias, skip = N.var("bias", (1, 16, 1, 1)), N.var("skip", (4, 16, 9, 9))
+    y = N.relu(x * 0.5 + bias + skip)
+    out = N.relu(y * y - 1.0)        # computed over y, which dies here
+    feeds = {"x": rng.normal(size=(4, 16, 9, 9)).astype(np.float32),
+             "bias": rng.normal(size=(1, 16, 1, 1)).astype(np.float32),
+             "skip": rng.normal(size=(4, 16, 9, 9)).astype(np.float32)}
+    before = {k: v.copy() for k, v in feeds.items()}
+    assert _compare_engines([x, bias, skip], [out], feeds) >= 1
+    for k in feeds:                  # the user's arrays are never written
+        np.testing.assert_array_equal(feeds[k], before[k])
+
+
+def test_updates_computed_into_their_variables():
+    n = PARALLEL_MIN + 5
+    w, v, g = N.var("w", (n,)), N.var("v", (n,)), N.var("g", (n,))
+    v_new = v * 0.9 + g
+    updates = {v: v_new, w: w - 0.01 * v_new}
+    rng = np.random.default_rng(3)
+    feeds = {"g": rng.normal(size=n).astype(np.float32)}
+    results = {}
+    for kernels in ("numpy", "generated"):
+        exe = graphc.compile([w, v, g], [], updates, kernels=kernels)
+        exe.assign(w=np.ones(n, np.float32), v=np.zeros(n, np.float32))
+        for _ in range(3):
+            exe.run(**feeds)
+        results[kernels] = (exe.value("w"), exe.value("v"))
+    for a, b in zip(*results.values()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_mnist_training_step_bit_for_bit():
+    import graphc.neural as nn
+    model = nn.MnistCNN()
+    rng = np.random.default_rng(4)
+    x = rng.random((8, 1, 28, 28), dtype=np.float32) * 255.0
+    labels = rng.integers(0, 10, 8).astype(np.int64)
+    weights = {}
+    for kernels in ("numpy", "generated"):
+        trainer = nn.compile_training(model, nn.SGD(0.01, momentum=0.9), x.shape,
+                                      kernels=kernels)
+        for _ in range(2):
+            trainer.executable.run(x=x, labels=labels)
+        weights[kernels] = trainer.params()
+        if kernels == "generated":
+            assert trainer.executable.stats()["generated_steps"] > 0
+    for name, value in weights["numpy"].items():
+        np.testing.assert_array_equal(weights["generated"][name], value, err_msg=name)
+
+
+def test_parallel_schedule_runs_generated_kernels_on_one_thread():
+    n = PARALLEL_MIN * 2
+    x, y = N.var("x", (n,)), N.var("y", (n,))
+    feeds = {"x": np.linspace(-1, 1, n, dtype=np.float32),
+             "y": np.linspace(2, 3, n, dtype=np.float32)}
+    outputs = [N.maximum(x * y + 1.0, 0.0), N.abs(x - y) * 2.0]
+    assert _compare_engines([x, y], outputs, feeds, schedule="parallel", workers=2) == 2
+    exe = graphc.compile([x, y], outputs, kernels="generated", schedule="parallel", workers=2)
+    names = {k.func.py_func.__name__ for k in exe.program.kernels
+             if hasattr(getattr(k, "func", None), "py_func")}
+    assert names == {"serial"}
+
+
+# -- the disk cache and the options ------------------------------------------------------------
+_CHILD = textwrap.dedent("""
+    import json, numpy as np, graphc, graphc.ndarray as N
+    from graphc.engine import numba_kernels
+    x = N.var("x", (50,), "float64")
+    g = graphc.compile([x], [N.maximum(x * 3.0 - 1.0, 0.5)], kernels="generated")
+    out = g.run(x=np.linspace(-1, 1, 50))[0]
+    (module,) = numba_kernels._modules.values()
+    stats = module.serial.stats
+    print(json.dumps({"hits": sum(stats.cache_hits.values()),
+                      "misses": sum(stats.cache_misses.values()),
+                      "right": bool(np.array_equal(out, np.maximum(np.linspace(-1, 1, 50) * 3.0
+                                                                   - 1.0, 0.5)))}))
+""")
+
+
+def test_kernels_are_compiled_once_per_machine(tmp_path):
+    env = {**os.environ, "GRAPHC_CACHE_DIR": str(tmp_path)}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _CHILD], env=env, check=True,
+                                      capture_output=True, text=True).stdout)
+            for _ in range(2)]
+    assert runs[0] == {"hits": 0, "misses": 1, "right": True}
+    assert runs[1] == {"hits": 1, "misses": 0, "right": True}
+    assert [p.suffix for p in (tmp_path / "kernels").glob("k*.py")] == [".py"]
+
+
+def test_kernel_choice(monkeypatch):
+    x = N.var("x", (PARALLEL_MIN,))
+    with pytest.raises(ValueError, match="unknown kernels='fast'.*'numpy', 'generated'"):
+        graphc.compile([x], [x + 1.0], kernels="fast")
+    monkeypatch.setenv("GRAPHC_KERNELS", "gpu")
+    with pytest.raises(ValueError, match=r"unknown \$GRAPHC_KERNELS='gpu'"):
+        kernel_choice()
+    monkeypatch.setenv("GRAPHC_KERNELS", "generated")
+    assert kernel_choice() == "generated"
+    assert graphc.compile([x], [x * 2.0 + 1.0]).stats()["generated_steps"] == 1
+    monkeypatch.delenv("GRAPHC_KERNELS")
+    assert kernel_choice() == "generated"     # Numba is installed
+    assert graphc.compile([x], [x * 2.0 + 1.0], kernels="numpy").stats()[
+        "generated_steps"] == 0
+
+
+def test_math_functions_stay_on_numpy_kernels():
+    # the C library's expf runs one element at a time: NumPy's vectorised exp is faster
+    x = N.var("x", (PARALLEL_MIN,))
+    g = graphc.compile([x], [N.exp(x) * 2.0, N.tanh(x)], kernels="generated")
+    assert g.stats()["generated_steps"] == 0
