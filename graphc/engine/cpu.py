@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cpu_kernels import SCRATCH_BYTES, build_kernel
+from .cpu_kernels import GENERATED_KERNELS, SCRATCH_BYTES, build_kernel
 from .planners import ALIGN
 from .program import Program
 from .strategy import PARALLEL_MIN, generated_wanted
@@ -86,6 +86,19 @@ def _address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
+def _generated(node, ins, out, ctx, threaded: bool):
+    """The generated kernel of ``node``, or ``None`` where the NumPy one serves: an
+    elementwise node the strategy picks (:func:`.strategy.generated_wanted`), or a
+    kind with a generated builder (``GENERATED_KERNELS``); ``threaded``: whether
+    kernels may use every core (not under a parallel schedule)."""
+    if generated_wanted(node):
+        from .numba_kernels import generated_kernel
+        return generated_kernel(node.op, ins, out,
+                                parallel=threaded and node.size >= PARALLEL_MIN)
+    builder = GENERATED_KERNELS.get(node.op.kind)
+    return None if builder is None else builder(node.op, ins, out, ctx, threaded)
+
+
 class CpuProgram(Program):
     """Buffers, views and steps for one compiled graph on the CPU. With
     ``kernels="generated"`` the elementwise steps that gain from it
@@ -113,10 +126,8 @@ class CpuProgram(Program):
                 self.kernels.append(None)  # its parent already holds these bytes
             else:
                 kernel = None
-                if kernels == "generated" and generated_wanted(n):
-                    from .numba_kernels import generated_kernel
-                    kernel = generated_kernel(n.op, ins, out,
-                                              parallel=threaded and n.size >= PARALLEL_MIN)
+                if kernels == "generated":
+                    kernel = _generated(n, ins, out, self.ctx, threaded)
                     self.generated += kernel is not None
                 self.kernels.append(kernel or build_kernel(n.op, ins, out, self.ctx))
             self.scratch_slots.append(sorted(set(self.ctx.scratch_taken[taken:])))

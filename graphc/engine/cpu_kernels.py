@@ -364,6 +364,13 @@ def fused(op, ins, out, ctx):
 #: kind -> kernel builder, filled by the op definitions (:mod:`graphc.ops`)
 KERNELS: dict = {}
 
+#: kind -> builder of a generated kernel ``(op, ins, out, ctx, parallel) -> callable or
+#: None`` (``None``: not for these arrays; the NumPy kernel runs instead), used with
+#: ``kernels="generated"``; ``parallel`` says whether it may use every core. Filled by
+#: the op definitions (their ``generated``); elementwise kinds need none (their
+#: expressions are compiled, :mod:`.numba_kernels`).
+GENERATED_KERNELS: dict = {}
+
 
 def build_kernel(op, ins, out, ctx):
     """The callable that computes ``op`` from ``ins`` into ``out``."""

@@ -16,6 +16,7 @@ shape         ``graphc.shape.rules.RULES``                      ``infer``
 kernel        ``graphc.engine.cpu_kernels.KERNELS``             ``build_kernel``
 expr          ``graphc.engine.cuda_codegen.C_EXPRESSIONS``      the generated GPU kernels
 numba         ``graphc.engine.numba_codegen.NUMBA_EXPRESSIONS`` the generated CPU kernels
+generated     ``graphc.engine.cpu_kernels.GENERATED_KERNELS``   ``kernels="generated"``
 grad          ``graphc.algodiff.rules.GRADIENTS`` (or           ``grad``, the tape
               ``NON_DIFFERENTIABLE``)
 onnx          ``graphc.onnx.export_ops.EXPORTERS`` (or          ``graphc.onnx.save``
@@ -72,7 +73,9 @@ class OpDef(OpKind):
     ``expr``: C expression templates per compute class (``"f"``, ``"i"``, ``"b"``; see
     :mod:`graphc.engine.cuda_codegen`), elementwise kinds only; ``numba``: the same
     expression in Python for the CPU's generated kernels (see
-    :mod:`graphc.engine.numba_codegen`); ``grad(ns, op, inputs,
+    :mod:`graphc.engine.numba_codegen`); ``generated``: a builder of a generated CPU
+    kernel for a kind that is not elementwise, ``(op, ins, out, ctx, parallel) ->
+    callable or None`` (see ``GENERATED_KERNELS``); ``grad(ns, op, inputs,
     output, g, needs=None) -> [gradient per input]`` or :data:`NO_GRADIENT`;
     ``onnx(ctx, op, ins, out) -> name``, the name of a one-to-one ONNX operator
     (``onnx_name``, exported by the family's generic exporter) or :class:`Refused`;
@@ -85,6 +88,7 @@ class OpDef(OpKind):
     kernel: Optional[Callable] = None
     expr: Optional[Mapping] = None
     numba: Optional[Mapping] = None
+    generated: Optional[Callable] = None
     grad: object = None
     onnx: object = None
     onnx_name: Optional[str] = None
@@ -119,6 +123,8 @@ def define(*definitions: OpDef) -> None:
             _codegen.C_EXPRESSIONS[d.name] = d.expr
         if d.numba is not None:
             _cpu_codegen.NUMBA_EXPRESSIONS[d.name] = d.numba
+        if d.generated is not None:
+            _kernels.GENERATED_KERNELS[d.name] = d.generated
         if d.grad == NO_GRADIENT:
             _gradients.NON_DIFFERENTIABLE.add(d.name)
         elif d.grad is not None:
