@@ -196,3 +196,49 @@ def generated_kernel(op, ins, out, parallel: bool):
     with _lock:   # Numba's compiler is not re-entrant across threads
         function.compile(tuple(_numba.typeof(a) for a in args))
     return partial(function, *args)
+
+
+# -- reductions ------------------------------------------------------------------------------
+def abd_shape(shape, axis):
+    """``(A, B, D)``: ``shape`` seen as the reduced dimensions before the kept ones,
+    the kept ones, and the reduced ones after them; ``None`` when the kept dimensions
+    are not one contiguous run (or nothing is kept).
+
+    >>> abd_shape((8, 64, 7, 7), (0, 2, 3)), abd_shape((32, 10), (1,)), abd_shape((5, 6), (0,))
+    ((8, 64, 49), (1, 32, 10), (5, 6, 1))
+    """
+    reduced = set(range(len(shape)) if axis is None else axis)
+    kept = [d for d in range(len(shape)) if d not in reduced]
+    if not kept or kept != list(range(kept[0], kept[-1] + 1)):
+        return None
+    first, last = kept[0], kept[-1] + 1
+    return (math.prod(shape[:first]), math.prod(shape[first:last]), math.prod(shape[last:]))
+
+
+#: reduction kind -> (function of numba_reduce, whether it divides by the count, the
+#: dtype kinds it takes)
+_REDUCTIONS = {"sum": ("sum_abd", False, "f"), "mean": ("sum_abd", True, "f"),
+               "max": ("max_abd", None, "fi"), "min": ("min_abd", None, "fi")}
+
+
+def reduction_kernel(op, ins, out, ctx, parallel):
+    """The generated kernel of a ``sum``/``mean``/``max``/``min`` keeping one contiguous
+    run of dimensions (:func:`abd_shape`), one thread per kept group: only when it
+    may use every core and the input is large (else NumPy's call serves)."""
+    from .strategy import PARALLEL_MIN
+    x = ins[0]
+    name, divides, dtypes = _REDUCTIONS[op.kind]
+    abd = abd_shape(x.shape, op["axis"])
+    if (not parallel or available() is not None or not threading_layer()
+            or x.size < PARALLEL_MIN or abd is None or abd[1] < 2
+            or x.dtype.kind not in dtypes or not x.flags.c_contiguous
+            or not out.flags.c_contiguous):
+        return None
+    from . import numba_reduce
+    function = getattr(numba_reduce, name)
+    args = [x.reshape(abd), out.reshape(abd[1])]
+    if divides is not None:
+        args.append(float(abd[0] * abd[2]) if divides else 1.0)
+    with _lock:
+        function.compile(tuple(_numba.typeof(a) for a in args))
+    return partial(function, *args)
