@@ -14,7 +14,7 @@ are exact and propagate NaN as NumPy's do.
 >>> import numpy as np
 >>> x, out = np.arange(24.0).reshape(2, 3, 4), np.empty(3)
 >>> sum_abd(x, out, 1.0); out
-array([ 70., 102., 134.])
+array([ 60.,  92., 124.])
 """
 from __future__ import annotations
 
