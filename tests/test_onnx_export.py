@@ -134,8 +134,9 @@ EXACT_ANY = {
 ROUNDING_ON_FLOATS = {"sum"}
 #: steps on floats only (ints would give another dtype family first)
 FLOAT_ONLY = {"astype"}
-#: ONNX defines Erf and Atan for doubles, but onnxruntime implements them for floats only
-ORT_FLOAT32_ONLY = {"erf", "arctan2", "tan"}
+#: ONNX defines Erf, Atan, Tan and Asin for doubles, but onnxruntime implements them for
+#: floats only
+ORT_FLOAT32_ONLY = {"erf", "arctan2", "tan", "arcsin"}
 
 
 @st.composite
