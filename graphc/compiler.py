@@ -101,7 +101,7 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
             from .eager import evaluate
 
             roots = source.outputs + [value for _, value in source.updates]
-            result = run_passes(roots, passes, evaluate=evaluate, check=check)
+            result = run_passes(roots, passes, evaluate=evaluate, check=check, kernels=kernels)
             passes_run = passes
             report = result.report
             k = len(source.outputs)

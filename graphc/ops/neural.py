@@ -20,6 +20,8 @@ import numpy as np
 
 from ..algodiff import neural as grads
 from ..engine import neural_kernels as kernels
+from ..engine.conv_builders import generated_conv
+from ..engine.window_builders import generated_window
 from ..onnx import export_shape as onnx
 from ..shape import neural as shapes
 from ..type.errors import ShapeError
@@ -32,43 +34,49 @@ _LOWERED = Refused("made by the optimiser's lowering; export the graph as writte
 
 
 def neural(name, arity, *, shape, kernel, grad, onnx_export=_BACKWARD, names=None,
-           attributes=()) -> OpDef:
+           attributes=(), generated=None) -> OpDef:
     """A kind of the ``neural`` family (``N.<name>`` builds it unless ``names`` says
-    otherwise; backward kinds are refused by ONNX export unless given an exporter).
+    otherwise; backward kinds are refused by ONNX export unless given an exporter;
+    ``generated``: its generated CPU kernel's builder, if it has one).
 
     Example: ``neural("lrn", 1, shape=shapes.lrn_rule, kernel=kernels.lrn, grad=grads.lrn_grad,
     onnx_export=onnx.lrn_export)``
     """
     return OpDef(name, "neural", arity, None, shape=shape, kernel=kernel, grad=grad,
                  onnx=onnx_export, names=(name,) if names is None else names,
-                 attributes=attributes)
+                 attributes=attributes, generated=generated)
 
 
 define(
     neural("conv2d", 2, shape=shapes.conv2d_rule, kernel=decomposed_kernel,
-           grad=grads.conv2d_grad, onnx_export=onnx.conv2d_export),
+           grad=grads.conv2d_grad, onnx_export=onnx.conv2d_export, generated=generated_conv),
     neural("conv2d_backward_input", 2, shape=shapes.conv2d_backward_input_rule,
-           kernel=decomposed_kernel, grad=grads.conv2d_backward_input_grad),
+           kernel=decomposed_kernel, grad=grads.conv2d_backward_input_grad,
+           generated=generated_conv),
     neural("conv2d_backward_kernel", 2, shape=shapes.conv2d_backward_kernel_rule,
-           kernel=decomposed_kernel,
-           grad=grads.conv2d_backward_kernel_grad),
+           kernel=decomposed_kernel, grad=grads.conv2d_backward_kernel_grad,
+           generated=generated_conv),
     neural("max_pool2d", 1, shape=shapes.pool_rule, kernel=kernels.max_pool2d,
-           grad=grads.max_pool2d_grad, onnx_export=onnx.max_pool2d_export),
+           grad=grads.max_pool2d_grad, onnx_export=onnx.max_pool2d_export,
+           generated=generated_window),
     neural("max_pool2d_backward", 3, shape=shapes.max_pool2d_backward_rule,
-           kernel=kernels.max_pool2d_backward, grad=grads.max_pool2d_backward_grad),
+           kernel=kernels.max_pool2d_backward, grad=grads.max_pool2d_backward_grad,
+           generated=generated_window),
     neural("avg_pool2d", 1, shape=shapes.pool_rule, kernel=kernels.avg_pool2d,
-           grad=grads.avg_pool2d_grad, onnx_export=onnx.avg_pool2d_export),
+           grad=grads.avg_pool2d_grad, onnx_export=onnx.avg_pool2d_export,
+           generated=generated_window),
     neural("avg_pool2d_backward", 1, shape=shapes.avg_pool2d_backward_rule,
-           kernel=kernels.avg_pool2d_backward, grad=grads.avg_pool2d_backward_grad),
+           kernel=kernels.avg_pool2d_backward, grad=grads.avg_pool2d_backward_grad,
+           generated=generated_window),
     neural("lrn", 1, shape=shapes.lrn_rule, kernel=kernels.lrn, grad=grads.lrn_grad,
            onnx_export=onnx.lrn_export),
     neural("lrn_backward", 2, shape=shapes.lrn_backward_rule, kernel=kernels.lrn_backward,
            grad=grads.second_derivative_not_implemented),
     # made by the optimiser's lowering only: convolution windows as GEMM columns
     neural("im2col", 1, shape=shapes.im2col_rule, kernel=kernels.im2col,
-           grad=grads.im2col_grad, onnx_export=_LOWERED),
+           grad=grads.im2col_grad, onnx_export=_LOWERED, generated=generated_window),
     neural("col2im", 1, shape=shapes.col2im_rule, kernel=kernels.col2im,
-           grad=grads.col2im_grad, onnx_export=_LOWERED),
+           grad=grads.col2im_grad, onnx_export=_LOWERED, generated=generated_window),
 )
 
 

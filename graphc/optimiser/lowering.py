@@ -31,6 +31,8 @@ decided here is where it pays:
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..operator import Namespace
 from ..operator.conv_gemm import DECOMPOSITIONS
 from ..shape.neural import pointwise
@@ -83,11 +85,14 @@ def _lower(node) -> Node:
     return DECOMPOSITIONS[node.op.kind](NodeNamespace(node), a, b, node.op)
 
 
+def _kernel_shape(node):
+    """The (O, C/groups, kh, kw) kernel of a convolution node of any of the three kinds."""
+    return node.shape if node.op.kind == "conv2d_backward_kernel" else node.parents[1].shape
+
+
 def _kernel_hw(node):
     """The (kh, kw) window of a convolution node of any of the three kinds."""
-    kernel_shape = node.shape if node.op.kind == "conv2d_backward_kernel" else \
-        node.parents[1].shape
-    return kernel_shape[2:]
+    return _kernel_shape(node)[2:]
 
 
 def _needs_no_columns(node) -> bool:
@@ -103,17 +108,49 @@ def _planned(node) -> bool:
     return not is_leaf(node.op.kind)
 
 
-def _lowering_rules(kind):
+#: the most input channels per group of a grouped convolution that the engine's direct
+#: kernel takes with ``kernels="generated"`` (:mod:`graphc.engine.numba_conv`): past
+#: that, the GEMMs of the lowered form are faster
+DIRECT_GROUP_CHANNELS = 8
+_DIRECT_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+
+
+def direct_conv(node) -> bool:
+    """Whether ``node``, a convolution of any of the three kinds, runs on the engine's
+    direct kernel with ``kernels="generated"`` (so lowering keeps it whole): more than
+    one group, at most :data:`DIRECT_GROUP_CHANNELS` input channels per group (a
+    depthwise convolution has one), float32 or float64.
+
+    >>> import graphc.ndarray as N
+    >>> x = N.var("x", (1, 32, 8, 8))
+    >>> direct_conv(N.conv2d(x, N.var("w", (32, 1, 3, 3)), padding=1, groups=32))
+    True
+    >>> direct_conv(N.conv2d(x, N.var("w", (32, 32, 3, 3)), padding=1))
+    False
+    """
+    return (node.op["groups"] > 1 and _kernel_shape(node)[1] <= DIRECT_GROUP_CHANNELS
+            and node.dtype in _DIRECT_DTYPES)
+
+
+def _lowering_rules(kind, keep=None):
     """Lower ``kind`` where it needs columns, and where it needs none only if the
-    reshape of its first operand is free (a planned value used once)."""
+    reshape of its first operand is free (a planned value used once); never a node
+    ``keep`` accepts."""
     free = Pat(single_use=True, test=_planned)
-    return [Rule(f"lower_{kind}", Pat(kind, test=lambda n: not _needs_no_columns(n)),
+
+    def lowered(test):
+        return test if keep is None else (lambda n: test(n) and not keep(n))
+    return [Rule(f"lower_{kind}", Pat(kind, test=lowered(lambda n: not _needs_no_columns(n))),
                  lambda b, node: _lower(node)),
-            Rule(f"lower_pointwise_{kind}", Pat(kind, (free, Pat()), test=_needs_no_columns),
+            Rule(f"lower_pointwise_{kind}",
+                 Pat(kind, (free, Pat()), test=lowered(_needs_no_columns)),
                  lambda b, node: _lower(node))]
 
 
 LOWERING_RULES = [rule for kind in DECOMPOSITIONS for rule in _lowering_rules(kind)]
+#: the rules with ``kernels="generated"``: the convolutions the direct kernel takes stay
+LOWERING_RULES_KEEPING_DIRECT = [rule for kind in DECOMPOSITIONS
+                                 for rule in _lowering_rules(kind, keep=direct_conv)]
 
 
 def _as_forward_conv(node):
@@ -155,3 +192,12 @@ LOWERING_PRODUCES = frozenset({"im2col", "col2im", "matmul", "reshape", "transpo
 LOWERING = Pass("lowering", LOWERING_RULES, produces=LOWERING_PRODUCES,
                 doc="convolutions -> im2col/col2im + GEMM: the column workspace becomes a "
                     "planned value")
+
+#: the lowering pass for each ``kernels=`` choice: with generated kernels the grouped
+#: convolutions that the direct kernel takes (:func:`direct_conv`) are kept whole
+LOWERING_FOR_KERNELS = {
+    "numpy": LOWERING,
+    "generated": Pass("lowering", LOWERING_RULES_KEEPING_DIRECT, produces=LOWERING_PRODUCES,
+                      doc="convolutions -> im2col/col2im + GEMM, but the grouped ones the "
+                          "engine's direct kernel takes"),
+}

@@ -26,7 +26,7 @@ from .fast_math import FAST_MATH
 from .fold import folding_pass
 from .fusion import ADAGRAD, FMA, FUSE_ELEMENTWISE, MATMUL_TRANSPOSE
 from .invariants import InvariantError, check_invariants
-from .lowering import LOWERING
+from .lowering import LOWERING, LOWERING_FOR_KERNELS
 from .rewriter import STAGES, Pass, rewrite
 from .simplify import EXPANSIONS, SIMPLIFY
 
@@ -99,7 +99,8 @@ def select_passes(passes, fast_math: bool = False) -> tuple[str, ...]:
 
 def optimise(roots: Sequence, passes=None, *, fast_math: bool = False,
              evaluate: Optional[Callable] = None, check: bool = False,
-             stepwise: Optional[bool] = None, max_rounds: int = 8) -> OptimiseResult:
+             stepwise: Optional[bool] = None, max_rounds: int = 8,
+             kernels: str = "numpy") -> OptimiseResult:
     """Rewrite the graph of ``roots`` with the chosen passes until it stops changing.
 
     The stages (:data:`~.rewriter.STAGES`) run in order; within a stage each round
@@ -108,7 +109,9 @@ def optimise(roots: Sequence, passes=None, *, fast_math: bool = False,
     changes. ``check=True`` runs exactly this schedule and validates the graph
     after every round (:func:`~.invariants.check_invariants`), naming the passes
     that changed it. ``stepwise`` is deprecated: it once chose another schedule
-    and now changes nothing.
+    and now changes nothing. ``kernels`` is the engine's kernel choice (see
+    ``graphc.compile``): with ``"generated"`` lowering keeps the grouped convolutions
+    that the engine's direct kernel takes.
 
     >>> import graphc.ndarray as N, graphc.eager as E
     >>> x = N.var("x", (3,))
@@ -120,7 +123,10 @@ def optimise(roots: Sequence, passes=None, *, fast_math: bool = False,
         warnings.warn("optimise(stepwise=...) is deprecated: check=True validates the one "
                       "schedule that always runs", DeprecationWarning, stacklevel=2)
     names = select_passes(passes, fast_math)
-    table = dict(STATIC_PASSES)
+    if kernels not in LOWERING_FOR_KERNELS:
+        raise ValueError(f"optimise: unknown kernels={kernels!r}; expected one of "
+                         f"{', '.join(map(repr, LOWERING_FOR_KERNELS))}")
+    table = dict(STATIC_PASSES, lowering=LOWERING_FOR_KERNELS[kernels])
     if evaluate is not None:
         table["fold"] = folding_pass(evaluate)
     return run_stages(list(roots), [table[n] for n in names if n in table], check=check,
