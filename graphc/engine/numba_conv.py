@@ -32,11 +32,13 @@ BLAS's: the results agree with the NumPy kernels to rounding, not bit for bit.
 
 >>> import numpy as np
 >>> from graphc.engine.conv_builders import SHIFTED, tap_table
->>> x, w, out = np.ones((1, 2, 16)), np.ones((2, 1, 3, 3)), np.empty((1, 2, 16))
->>> geometry = (4, 4, 4, 4, 1, 1, 1, 1, 1, 1)
->>> taps = tap_table(geometry, (3, 3), SHIFTED)
->>> scratch = np.empty((1, 1))
->>> conv2d(x, w, out, scratch, scratch, taps, SHIFTED, geometry, False)
+>>> geometry = (4, 4, 4, 4, 1, 1, 1, 1, 1, 1)     # 4x4 images and results, padding 1
+>>> x, w, taps = np.ones((1, 2, 16)), np.ones((2, 1, 3, 3)), tap_table(geometry, (3, 3), SHIFTED)
+>>> out, scratch = np.empty((1, 2, 16)), np.empty((1, 1))
+>>> seen = scratch.view()
+>>> for a in (x, w, taps, seen):     # read-only, as conv_builders passes them
+...     a.flags.writeable = False
+>>> conv2d(x, w, out, scratch, seen, taps, SHIFTED, geometry, False)
 >>> out[0, 0, :4]
 array([4., 6., 6., 4.])
 """
@@ -103,7 +105,8 @@ def _inner_columns(taps, kh):
 def _shifted_plane(target, out_h, out_w, planes, taps, w, a0, a_step, b0, b_step):
     """``target`` (``out_h`` rows of ``out_w``, flat): the sum over ``m, i, j`` of
     ``w[a0 + m * a_step, b0 + m * b_step, i, j]`` times the cells of image ``m`` that tap
-    reads (``planes[m]``: its phases, rows of ``out_w``; ``taps``: see :func:`tap_table`).
+    reads (``planes[m]``: its phases, rows of ``out_w``; ``taps``: see
+    :func:`~.conv_builders.tap_table`).
     Per block of rows: one pass per tap row (three taps a pass); then the edge columns,
     where a shift wraps across rows, zeroed and summed again down the column."""
     kh, kw = w.shape[2], w.shape[3]
@@ -345,9 +348,10 @@ def conv2d(x, w, out, scratch, seen, taps, mode, geometry, threaded):
     """``out = conv2d(x, w)``, grouped (``C // w.shape[1]`` groups), unit by unit (image
     and group, or block of channels); when ``threaded`` the units are dealt in
     ``scratch.shape[0]`` chunks across threads, each working in its own ``scratch[k]``
-    (:func:`scratch_cells`), else they run in a plain loop in ``scratch[0]``. ``seen``
-    is ``scratch`` read-only: phases written through ``scratch`` are read through it,
-    typed as the images are (one compilation of the loops for both)."""
+    (:func:`~.conv_builders.scratch_cells`), else they run in a plain loop in
+    ``scratch[0]``. ``seen`` is ``scratch`` read-only: phases written through ``scratch``
+    are read through it, typed as the images are (one compilation of the loops for both).
+    The module's example calls it; :func:`~.conv_builders.conv_kernel` binds it to a node."""
     block, blocks = _channel_blocks(out.shape[1], scratch, geometry, w.shape[2] * w.shape[3])
     units = out.shape[0] * (blocks if mode == CHANNELS_LAST else x.shape[1] // w.shape[1])
     if threaded:
@@ -363,7 +367,10 @@ def conv2d(x, w, out, scratch, seen, taps, mode, geometry, threaded):
 @njit(parallel=True, **_OPTIONS)
 def conv2d_backward_input(g, w, out, scratch, taps, mode, geometry, threaded):
     """``out = conv2d_backward_input(g, w)`` (``out``: the input's shape), unit by unit
-    as :func:`conv2d`."""
+    as :func:`conv2d` (``taps``: mirrored in the shifted layouts).
+
+    Example: ``conv_kernel(op, [g, w], out, ctx, threaded)`` binds it to a node's arrays
+    (:func:`~.conv_builders.conv_kernel`)."""
     block, blocks = _channel_blocks(out.shape[1], scratch, _mirrored(geometry),
                                     w.shape[2] * w.shape[3])
     units = out.shape[0] * (blocks if mode == CHANNELS_LAST else out.shape[1] // w.shape[1])
@@ -434,7 +441,10 @@ def conv2d_backward_kernel(x, g, out, lanes, scratch, seen, taps, mode, geometry
     by output channel; when ``threaded`` they are dealt in ``lanes.shape[0]`` chunks
     across threads, each summing in its own ``lanes[k]`` (``(kh*kw, a multiple of
     OW)``) and splitting phases into ``scratch[k]`` (read through ``seen[k]``, as in
-    :func:`conv2d`)."""
+    :func:`conv2d`).
+
+    Example: ``conv_kernel(op, [x, g], out, ctx, threaded)`` binds it to a node's arrays
+    (:func:`~.conv_builders.conv_kernel`)."""
     channels = out.shape[0]
     if threaded:
         chunks = lanes.shape[0]
