@@ -49,7 +49,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..shape.neural import conv_output_size, valid_range
+from ..shape.neural import conv_output_size, first_full_tap
 from ..shape.rules import infer
 from ..type.errors import GraphcError
 
@@ -190,18 +190,6 @@ extern "C" __global__ void ${name}($params) {
 """
 
 
-def _first_full_tap(out_hw, in_hw, op) -> int:
-    """The row-major index of the first tap that reads a real cell for every output
-    cell (the CPU pooling copies it instead of combining it), or -1."""
-    (kh, kw), (sh, sw), ((top, _), (left, _)) = op["kernel"], op["stride"], op["padding"]
-    for t in range(kh * kw):
-        i, j = divmod(t, kw)
-        if (valid_range(out_hw[0], in_hw[0], sh, i - top) == (0, out_hw[0])
-                and valid_range(out_hw[1], in_hw[1], sw, j - left) == (0, out_hw[1])):
-            return t
-    return -1
-
-
 def _geometry(op, image, out_hw) -> dict:
     """The constants a kind's body may use, for ``image`` (N, C, H, W)."""
     n, c, h, w = image
@@ -211,7 +199,7 @@ def _geometry(op, image, out_hw) -> dict:
                     SW=sw, PT=pt, PB=pb, PL=pl, PR=pr, DH=dh, DW=dw,
                     FLAT=int(op.get("layout") == "flat"),
                     INCLUDE_PAD=int(bool(op.get("count_include_pad", True))))
-    return dict(geometry, FIRST=_first_full_tap(out_hw, (h, w), op))  # forward poolings
+    return dict(geometry, FIRST=first_full_tap(op, (h, w), out_hw))  # forward poolings
 
 
 @functools.lru_cache(maxsize=4096)

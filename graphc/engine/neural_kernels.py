@@ -181,9 +181,13 @@ def _pool_taps(op, x_shape, out_shape):
     return _real_taps(x_shape[2:], out_shape[2:], op["kernel"], op["stride"], op["padding"])
 
 
-def _pool_counts(op, in_hw, out_hw, dtype):
+def pool_counts(op, in_hw, out_hw, dtype):
     """The divisor of each output cell of an average pooling, as PyTorch: the window
-    clipped to the padded input, or to the input without ``count_include_pad``."""
+    clipped to the padded input, or to the input without ``count_include_pad``.
+
+    Example: a 2x2 window, stride 2, padding 1 on a 2x2 image counts 1 real cell per
+    window without ``count_include_pad``: ``pool_counts(op, (2, 2), (2, 2), np.float32)``.
+    """
     sizes = []
     for size, out_size, k, s, pad in zip(in_hw, out_hw, op["kernel"], op["stride"],
                                          op["padding"]):
@@ -251,7 +255,7 @@ def max_pool2d_backward(op, ins, out, ctx):
 
 def avg_pool2d(op, ins, out, ctx):
     x = ins[0]
-    counts = _pool_counts(op, x.shape[2:], out.shape[2:], out.dtype)
+    counts = pool_counts(op, x.shape[2:], out.shape[2:], out.dtype)
     taps = [(region, x[..., rows, cs]) for _, _, region, rows, cs in
             _pool_taps(op, x.shape, out.shape)]
     steps = _accumulate(out, taps, lambda d, s: partial(np.add, d, s, d), 0)
@@ -260,7 +264,7 @@ def avg_pool2d(op, ins, out, ctx):
 
 def avg_pool2d_backward(op, ins, out, ctx):
     g = ins[0]
-    counts = _pool_counts(op, out.shape[2:], g.shape[2:], out.dtype)
+    counts = pool_counts(op, out.shape[2:], g.shape[2:], out.dtype)
     share = np.empty(g.shape, g.dtype)
     steps = [partial(np.divide, g, counts, share), partial(out.fill, 0)]
     for _, _, region, rows, cs in _pool_taps(op, out.shape, g.shape):

@@ -215,10 +215,10 @@ def abd_shape(shape, axis):
     return (math.prod(shape[:first]), math.prod(shape[first:last]), math.prod(shape[last:]))
 
 
-#: reduction kind -> (function of numba_reduce, whether it divides by the count, the
-#: dtype kinds it takes)
-_REDUCTIONS = {"sum": ("sum_abd", False, "f"), "mean": ("sum_abd", True, "f"),
-               "max": ("max_abd", None, "fi"), "min": ("min_abd", None, "fi")}
+#: reduction kind -> (function of numba_reduce, its last argument, the dtype kinds it
+#: takes); ``"count"``: the number of cells reduced (a mean divides by it)
+_REDUCTIONS = {"sum": ("sum_abd", 1.0, "f"), "mean": ("sum_abd", "count", "f"),
+               "max": ("extreme_abd", True, "fi"), "min": ("extreme_abd", False, "fi")}
 
 
 def reduction_kernel(op, ins, out, ctx, parallel):
@@ -227,7 +227,7 @@ def reduction_kernel(op, ins, out, ctx, parallel):
     may use every core and the input is large (else NumPy's call serves)."""
     from .strategy import PARALLEL_MIN
     x = ins[0]
-    name, divides, dtypes = _REDUCTIONS[op.kind]
+    name, last, dtypes = _REDUCTIONS[op.kind]
     abd = abd_shape(x.shape, op["axis"])
     if (not parallel or available() is not None or not threading_layer()
             or x.size < PARALLEL_MIN or abd is None or abd[1] < 2
@@ -236,9 +236,8 @@ def reduction_kernel(op, ins, out, ctx, parallel):
         return None
     from . import numba_reduce
     function = getattr(numba_reduce, name)
-    args = [x.reshape(abd), out.reshape(abd[1])]
-    if divides is not None:
-        args.append(float(abd[0] * abd[2]) if divides else 1.0)
+    args = [x.reshape(abd), out.reshape(abd[1]),
+            float(abd[0] * abd[2]) if last == "count" else last]
     with _lock:
         function.compile(tuple(_numba.typeof(a) for a in args))
     return partial(function, *args)

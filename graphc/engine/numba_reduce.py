@@ -35,32 +35,17 @@ def sum_abd(x, out, divisor):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def max_abd(x, out):
-    """``out[b] = max(x[:, b, :])``; NaN wins, as in NumPy."""
+def extreme_abd(x, out, largest):
+    """``out[b] = max(x[:, b, :])`` (``largest``) or the minimum; NaN wins, as in NumPy."""
     A, B, D = x.shape
     for b in prange(B):
         best = x[0, b, 0]
         for a in range(A):
             for d in range(D):
                 v = x[a, b, d]
-                if v > best or v != v:
+                if v != v:
                     best = v
-                    if v != v:
-                        break
-        out[b] = best
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def min_abd(x, out):
-    """``out[b] = min(x[:, b, :])``; NaN wins, as in NumPy."""
-    A, B, D = x.shape
-    for b in prange(B):
-        best = x[0, b, 0]
-        for a in range(A):
-            for d in range(D):
-                v = x[a, b, d]
-                if v < best or v != v:
+                    break
+                if (v > best) if largest else (v < best):
                     best = v
-                    if v != v:
-                        break
         out[b] = best

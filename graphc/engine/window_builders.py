@@ -25,10 +25,10 @@ from functools import partial
 
 import numpy as np
 
-from ..shape.neural import conv_output_size, valid_range
+from ..shape.neural import conv_output_size, first_full_tap
 from ..shape.rules import infer
 # the NumPy kernel's own divisors: the same quotients, bit for bit
-from .neural_kernels import _pool_counts
+from .neural_kernels import pool_counts
 from .strategy import PARALLEL_MIN
 
 #: the kinds :func:`generated_window` builds kernels for
@@ -41,18 +41,6 @@ _DIVIDED = frozenset({"avg_pool2d", "avg_pool2d_backward"})
 #: the convolutions' window kinds (with dilation; the others are poolings)
 _COLUMNS = frozenset({"im2col", "col2im"})
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _first_full_tap(op, in_hw, out_hw) -> int:
-    """The row-major index of the first tap that reads a real cell for every window
-    (the NumPy poolings start from it), or -1."""
-    (kh, kw), (sh, sw), ((top, _), (left, _)) = op["kernel"], op["stride"], op["padding"]
-    for t in range(kh * kw):
-        i, j = divmod(t, kw)
-        if (valid_range(out_hw[0], in_hw[0], sh, i - top) == (0, out_hw[0])
-                and valid_range(out_hw[1], in_hw[1], sw, j - left) == (0, out_hw[1])):
-            return t
-    return -1
 
 
 def geometry(op, image, out_hw) -> tuple:
@@ -69,7 +57,7 @@ def geometry(op, image, out_hw) -> tuple:
     (kh, kw), (sh, sw) = op["kernel"], op["stride"]
     ((top, _), (left, _)), (dh, dw) = op["padding"], op.get("dilation", (1, 1))
     # only the poolings start from a full tap (they have no dilation)
-    first = -1 if op.kind in _COLUMNS else _first_full_tap(op, (h, w), out_hw)
+    first = -1 if op.kind in _COLUMNS else first_full_tap(op, (h, w), out_hw)
     flat = int(op.get("layout") == "flat")
     return tuple(int(v) for v in (n, c, h, w, *out_hw, kh, kw, sh, sw, top, left, dh, dw,
                                   first, flat))
@@ -130,7 +118,7 @@ def window_kernel(op, ins, out, threaded: bool):
     out_hw = _grid(op, ins, out)
     args = [_read_only_flat(a) for a in ins]
     if op.kind in _DIVIDED:
-        args.insert(1, _read_only_flat(_pool_counts(op, image[2:], out_hw, out.dtype)))
+        args.insert(1, _read_only_flat(pool_counts(op, image[2:], out_hw, out.dtype)))
     args += [out.reshape(-1), geometry(op, image, out_hw), threaded]
     function = getattr(numba_window, op.kind)
     function.compile(tuple(typeof(a) for a in args))   # now, not in the first run

@@ -53,6 +53,27 @@ def valid_range(out_size: int, size: int, stride: int, offset: int) -> tuple[int
     return lo, max(lo, hi)
 
 
+
+def first_full_tap(op, in_hw, out_hw) -> int:
+    """The row-major index of the first kernel tap of the pooling ``op`` that reads a
+    real (not padding) cell for every one of the ``out_hw`` windows over an ``in_hw``
+    image, or -1: a pooling kernel may start from that tap's cells instead of
+    combining them with an initial value.
+
+    >>> from graphc.type import Op
+    >>> op = Op.make("max_pool2d", kernel=(3, 3), stride=(2, 2), padding=((1, 1), (1, 1)),
+    ...              ceil_mode=False)
+    >>> first_full_tap(op, (8, 8), (4, 4))
+    4
+    """
+    (kh, kw), (sh, sw), ((top, _), (left, _)) = op["kernel"], op["stride"], op["padding"]
+    for t in range(kh * kw):
+        i, j = divmod(t, kw)
+        if (valid_range(out_hw[0], in_hw[0], sh, i - top) == (0, out_hw[0])
+                and valid_range(out_hw[1], in_hw[1], sw, j - left) == (0, out_hw[1])):
+            return t
+    return -1
+
 def same_padding(size: int, kernel: int, stride: int, dilation: int = 1) -> tuple[int, int]:
     """TensorFlow's "same" padding along one axis: ``ceil(size / stride)`` outputs,
     the odd pixel at the end. Example: ``same_padding(224, 7, 2) == (2, 3)``"""
