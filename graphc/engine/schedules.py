@@ -30,6 +30,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 
 from ..type.kinds import KINDS
+from .blas_threads import blas_shared
 from .dependency import DependencyEngine, ThreadPool
 
 
@@ -157,11 +158,12 @@ class ParallelRunner:
         if interrupts is not None:
             interrupts.cancel = self.engine.cancel
         try:
-            for i in indices:
-                kernel, reads, writes, name = ops[i]
-                push(kernel if around is None else _inside(around, kernel), reads, writes,
-                     name)
-            self.engine.wait_all()
+            with blas_shared(self.workers):      # concurrent GEMMs share the cores
+                for i in indices:
+                    kernel, reads, writes, name = ops[i]
+                    push(kernel if around is None else _inside(around, kernel), reads,
+                         writes, name)
+                self.engine.wait_all()
         finally:
             if interrupts is not None:
                 interrupts.cancel = None
