@@ -6,6 +6,14 @@ kernel's high-water mark (``VmHWM``) back to the current RSS, so
 ``peak_rss() - baseline`` measures only what happened after the reset. Where
 that file cannot be written, the lifetime peak is used instead and
 ``peak_is_lifetime()`` says so.
+
+``engine_ready(engine)`` loads an engine's libraries before the baseline, so
+that every engine's peak counts what running the model needs, not the fixed
+cost of its libraries: ``import torch`` for PyTorch; for graphc, importing it
+and, when its kernels are the generated ones, initialising them (importing
+Numba and llvmlite, the threading layer, Numba's runtime: ~90 MiB of RSS, most
+of it shared library pages, paid once per process whatever the graph). It
+returns what that added, which the benchmarks report beside the peaks.
 """
 from __future__ import annotations
 
@@ -50,3 +58,21 @@ def peak_rss() -> int:
 
 def peak_is_lifetime() -> bool:
     return not _reset_worked
+
+
+def engine_ready(engine: str) -> int:
+    """Import (and initialise) ``engine``'s libraries: ``"graphc"`` (with the kernel
+    library its compile will use), ``"torch"`` or ``"onnxruntime"``. Returns the RSS
+    bytes this added. Example: ``fixed = engine_ready("graphc"); base = rss()``"""
+    before = rss()
+    if engine == "graphc":
+        import graphc  # noqa: F401
+        from graphc.engine.numba_kernels import initialise
+        from graphc.engine.strategy import kernel_choice
+        if kernel_choice(None) == "generated":
+            initialise()
+    elif engine in ("torch", "onnxruntime"):
+        __import__(engine)
+    else:
+        raise ValueError(f"engine_ready: unknown engine {engine!r}")
+    return rss() - before

@@ -26,6 +26,7 @@ from .engine.fperrors import DeferredFloatErrors
 from .feeds import checked_feeds, named_feeds
 from .engine.interrupts import InterruptGuard, held_interrupts
 from .engine.liveness import analyse, first_variable_write
+from .engine.ordering import choose_order, order_choice
 from .engine.planners import make_plan
 from .engine.schedules import SCHEDULES, make_runner, worker_count
 from .engine.strategy import kernel_choice
@@ -43,7 +44,8 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
             optimise=True, fast_math: bool = False, pinned: Sequence = (), seed=None,
             copy_outputs: bool = True, check: bool = False, schedule: str = "serial",
             workers: Optional[int] = None, device: str = "cpu",
-            kernels: Optional[str] = None) -> "Executable":
+            kernels: Optional[str] = None, order: str = "memory",
+            views: bool = True) -> "Executable":
     """Compile ``outputs`` (one node or a list) as functions of the variables
     ``inputs``; ``updates`` maps variables to the values they take after each
     run (a training step's weights).
@@ -77,6 +79,15 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     are faster; ``"numpy"`` runs one NumPy call per instruction (the reference the
     generated kernels are tested against). Generated kernels are cached on disk
     (``$GRAPHC_CACHE_DIR``), so only the first graph of a structure compiles them.
+    ``order`` is the order the steps run in and are planned for: ``"memory"``
+    (the default) frees values early and computes each update into its variable
+    right after the variable's last reader (:mod:`graphc.engine.ordering`; kept
+    only where its live-bytes lower bound is below the depth-first order's);
+    ``"dfs"`` runs ``graph.order``, the post-order depth-first search.
+    With ``views=True`` (the default) a slice, transpose, broadcast or flip whose
+    readers all read strided memory is, as in NumPy, a view of its parent's memory
+    (no bytes planned, no copy run), as is a reshape of contiguous memory;
+    ``views=False`` copies each of them (on the CPU only: the device copies always).
 
     Example::
 
@@ -85,6 +96,7 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     """
     threads = worker_count(schedule, workers)     # checks the options before any work
     kernels = kernel_choice(kernels)
+    order = order_choice(order)
     if check_device(device) != "cpu" and schedule != "serial":
         raise DeviceError(f"compile: schedule {schedule!r} runs steps on CPU threads; "
                           f"device {device!r} runs them in order on one stream (use "
@@ -110,21 +122,26 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
                                                                  result.roots[k:])})
         keep = [p if isinstance(p, str) else p.name for p in pinned]
         concurrent = SCHEDULES[schedule].separate_memory
-        live = analyse(graph, keep, concurrent=concurrent)
+        # the order the engine runs and plans; the graph keeps its depth-first order
+        views = views and device == "cpu"    # the device program reads no views yet
+        planned, serial_live = choose_order(graph, order, keep, views=views)
+        live = (analyse(planned, keep, concurrent=True, views=views) if concurrent
+                else serial_live)
         memory = make_plan(live, plan)
-        if check:
+        if check:    # the checkers see each reader of a view read its root (viewless)
             check_plan(live, memory)
             if concurrent:
                 check_concurrent_plan(live, memory)
         program = make_program(device, graph, live, memory, seed, threads, kernels)
         runner = make_runner(schedule, graph, live, memory, program, workers)
         # what parallelism costs: the same graph planned for the serial order
-        serial_bytes = (make_plan(analyse(graph, keep), plan).planned_bytes if concurrent
+        serial_bytes = (make_plan(serial_live, plan).planned_bytes if concurrent
                         else memory.planned_bytes)
         return Executable(graph, live, memory, program, single=single, copy_outputs=copy_outputs,
                           build_seconds=time.perf_counter() - started, source=source,
                           report=report, passes=passes_run, schedule=schedule, runner=runner,
-                          serial_planned_bytes=serial_bytes)
+                          serial_planned_bytes=serial_bytes, order=order,
+                          views=views)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -134,7 +151,8 @@ class Executable:
     """A compiled graph: ``run`` it, ``assign`` its variables, read ``stats``."""
 
     def __init__(self, graph, live, plan, program, *, single, copy_outputs, build_seconds,
-                 schedule, runner, serial_planned_bytes, source=None, report=(), passes=()):
+                 schedule, runner, serial_planned_bytes, source=None, report=(), passes=(),
+                 order="dfs", views=False):
         self.graph, self.liveness, self.plan, self.program = graph, live, plan, program
         self.source = source if source is not None else graph   # the graph before optimising
         self.report = list(report)
@@ -142,6 +160,8 @@ class Executable:
         self._single, self._copy = single, copy_outputs or not program.host_views
         self._build_seconds = build_seconds
         self.schedule, self._runner = schedule, runner
+        self._order = order              # the compile option: pass_report plans the same way
+        self._views = views              # the same: slices... as views, or copies
         self._serial_bytes = serial_planned_bytes
         self._vars = {v.name: v for v in graph.inputs}
         self._has_value: set[str] = set()
@@ -413,6 +433,8 @@ class Executable:
         step that may fail comes after them), staging_bytes, rollback_bytes
         (old values of fed inputs, allocated on the first refeed) and
         commit_steps (steps run with interrupts held);
+        view_values (slices, transposes... read in place as views: no bytes, no
+        step; counted in elided_steps);
         generated_steps (steps that run one generated kernel each);
         build_seconds; with the optimiser on, nodes_unoptimised,
         edges_unoptimised and the changes made by each pass."""
@@ -445,6 +467,7 @@ class Executable:
             "steps": len(self.program.steps),
             "steps_last_run": self._steps_last_run,
             "elided_steps": self.program.elided,
+            "view_values": len(live.views),
             "generated_steps": self.program.generated,
             "build_seconds": self._build_seconds,
             "schedule": self.schedule,
@@ -474,7 +497,8 @@ class Executable:
         graph of its own. The first row is the graph as written.
         Example: ``g.pass_report()``"""
         strategy = plan or self.plan.strategy
-        rows = [dict(passes="(as written)", changes=0, **_graph_size(self.source, strategy))]
+        rows = [dict(passes="(as written)", changes=0,
+                     **_graph_size(self.source, strategy, self._order, self._views))]
         k = len(self.source.outputs)
         # the report of the very schedule compile ran: each round keeps its graph
         for passes in OptimiseResult(list(self.graph.outputs), self.report).rounds():
@@ -484,7 +508,7 @@ class Executable:
                                                                  after[k:])})
             rows.append(dict(passes="+".join(r.name for r in passes),
                              changes=sum(r.changes for r in passes),
-                             **_graph_size(graph, strategy)))
+                             **_graph_size(graph, strategy, self._order, self._views)))
         return rows
 
     def memory_groups(self) -> dict[int, object]:
@@ -544,9 +568,9 @@ def _groups(plan) -> dict[int, object]:
     return {key: place[index] for key, place in plan.place.items()}
 
 
-def _graph_size(graph, strategy) -> dict:
+def _graph_size(graph, strategy, order, views=False) -> dict:
     s = structure_stats(graph)
-    live = analyse(graph)
+    _, live = choose_order(graph, order, views=views)
     return {"nodes": s["nodes"], "edges": s["edges"],
             "planned_bytes": make_plan(live, strategy).planned_bytes,
             "lower_bound_bytes": live.lower_bound_bytes()}

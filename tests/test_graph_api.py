@@ -315,10 +315,10 @@ def test_stats_keys_and_values(plan):
     a = x * w             # 4096 bytes, buffer A
     b = N.exp(a)          # in place over a
     s = N.sum(b * c)      # b * c in place over b; s: 4 bytes, pinned
-    g = compile_as_written([x, w], [s], {w: w - b}, plan=plan, check=True)
+    g = compile_as_written([x, w], [s], {w: w - b}, plan=plan, check=True, order="dfs")
     st = g.stats()
     assert set(st) >= STATS_KEYS
-    # order: x, w, a, b, c, b*c, s ... then the update w - b. b is still needed by the
+    # order (dfs): x, w, a, b, c, b*c, s ... then the update w - b. b is still needed by the
     # update, so b * c cannot overwrite it.
     assert st["nodes"] == 8 and st["edges"] == 8
     assert (st["inputs"], st["outputs"], st["updates"]) == (2, 1, 1)

@@ -16,21 +16,29 @@ passively (:func:`.numba_kernels.available`).
 """
 from __future__ import annotations
 
-import functools
 import os
+import sys
 import threading
 from contextlib import contextmanager
 
 
-@functools.lru_cache(maxsize=1)
+_known: tuple = (-1, None)     # (modules imported when made, the controller)
+
+
 def _controller():
-    """The thread-pool controller of the BLAS libraries loaded now (NumPy's is
-    loaded with NumPy), or None without threadpoolctl."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:      # a dependency, but an install without it still runs
-        return None
-    return ThreadpoolController()
+    """The thread-pool controller of the BLAS libraries loaded now, or None without
+    threadpoolctl. Made again when modules were imported since (1.5 ms): a new
+    module may have loaded another BLAS (SciPy's, PyTorch's), which the old
+    controller would leave uncapped."""
+    global _known
+    loaded = len(sys.modules)
+    if _known[0] != loaded:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:      # a dependency, but an install without it still runs
+            return None
+        _known = (len(sys.modules), ThreadpoolController())
+    return _known[1]
 
 
 def threads_per_worker(workers: int, cores: int | None = None) -> int:

@@ -13,6 +13,7 @@ parent it is allowed to overwrite and that dies at that node.
 from __future__ import annotations
 
 from ..type.errors import GraphcError
+from .liveness import viewless
 
 
 class PlanError(GraphcError, AssertionError):
@@ -20,7 +21,10 @@ class PlanError(GraphcError, AssertionError):
 
 
 def check_plan(live, plan) -> None:
-    """Raise :class:`PlanError` describing the first violation, if any."""
+    """Raise :class:`PlanError` describing the first violation, if any. Views
+    (``live.views``) own no bytes: their readers are checked as readers of the
+    root (:func:`.liveness.viewless`)."""
+    live, plan = viewless(live, plan)
     active: list = []
     for i, n in enumerate(live.steps):
         if id(n) in live.external:
@@ -70,6 +74,7 @@ def check_concurrent_plan(live, plan) -> None:
     ...
     graphc.engine.checker.PlanError: sin#... (step 2) shares bytes with exp#... (step 0) but does not wait for sum#... (step 1), which uses them: the two may run at the same time
     """
+    live, plan = viewless(live, plan)
     steps = live.steps
     index = {id(n): i for i, n in enumerate(steps)}
     ancestors = [0] * len(steps)

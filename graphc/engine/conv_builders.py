@@ -224,7 +224,7 @@ def conv_kernel(op, ins, out, ctx, threaded: bool):
 
     Example: ``conv_kernel(op, [x, w], out, ctx, threaded=True)()`` fills ``out``.
     """
-    from .numba_kernels import available, threading_layer
+    from .numba_kernels import available, load_compiled, threading_layer
     if op.kind not in KINDS:
         raise ValueError(f"conv_kernel: {op.kind} is not a convolution kind "
                          f"({', '.join(KINDS)})")
@@ -255,7 +255,7 @@ def conv_kernel(op, ins, out, ctx, threaded: bool):
     args += _workspace(op, shape, kernel_shape, mode, chunks, ctx, out.dtype)
     args += [taps, int(mode), shape, threaded]
     function = getattr(numba_conv, op.kind)
-    function.compile(tuple(numba.typeof(a) for a in args))   # now, not in the first run
+    load_compiled(function, tuple(numba.typeof(a) for a in args))   # now, not in a run
     return partial(function, *args)
 
 

@@ -3,7 +3,9 @@ bound kernel calls, so that a run is one loop with no allocation.
 
 Every computed value is a view ``buffer[offset:offset + nbytes]`` reinterpreted
 with its dtype and shape; variables own one array each (inputs are copied in,
-never referenced), constants are their own read-only arrays.
+never referenced), constants are their own read-only arrays; a value liveness made
+a view (a slice, transpose, broadcast, flip) is NumPy's view of its parent's array,
+which its readers' kernels read strided: no step, no bytes.
 
 >>> import graphc.ndarray as N, numpy as np
 >>> from graphc.graph import Graph
@@ -17,12 +19,15 @@ array([2., 2., 2.])
 """
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 
-from .cpu_kernels import GENERATED_KERNELS, SCRATCH_BYTES, build_kernel
+from .cpu_kernels import GENERATED_KERNELS, SCRATCH_BYTES, build_kernel, run_all
 from .planners import ALIGN
 from .program import Program
-from .strategy import PARALLEL_MIN, generated_wanted
+from .strategy import PARALLEL_MIN, STREAM_MIN, generated_wanted, stream_chunk
 
 #: kinds whose kernel only copies its input unchanged: skipped when in place
 _ELIDABLE = frozenset({"reshape", "copy"})
@@ -99,6 +104,37 @@ def _generated(node, ins, out, ctx, threaded: bool):
     return None if builder is None else builder(node.op, ins, out, ctx, threaded)
 
 
+def _blocks(shape):
+    """Index tuples cutting an array of ``shape`` into blocks of fewer than
+    :data:`STREAM_MIN` elements, along its leading axes.
+
+    >>> [b for b in _blocks((3, STREAM_MIN // 2))]
+    [(slice(0, 1, None),), (slice(1, 2, None),), (slice(2, 3, None),)]
+    """
+    if not shape or math.prod(shape) < STREAM_MIN:
+        return [()]
+    inner = math.prod(shape[1:])
+    if inner < STREAM_MIN:
+        rows = max(1, (STREAM_MIN - 1) // max(inner, 1))
+        return [(slice(i, i + rows),) for i in range(0, shape[0], rows)]
+    return [(slice(i, i + 1),) + rest
+            for i, rest in itertools.product(range(shape[0]), _blocks(shape[1:]))]
+
+
+def numpy_kernel(node, ins, out, ctx):
+    """The NumPy kernel of ``node``. A fused program that would stream through the
+    scratch (which needs contiguous inputs) but reads a strided view runs in blocks
+    small enough not to stream instead, each input cut like ``out`` (liveness lets
+    it write over only what an unstreamed program may, ``_streams_strided``)."""
+    if (node.op.kind == "fused" and stream_chunk(out.shape, [a.shape for a in ins],
+                                                 out.dtype.itemsize)
+            and not all(a.flags.c_contiguous for a in ins if a.size == out.size)):
+        return run_all(build_kernel(node.op, [a[index] if a.size == out.size else a
+                                              for a in ins], out[index], ctx)
+                       for index in _blocks(out.shape))
+    return build_kernel(node.op, ins, out, ctx)
+
+
 class CpuProgram(Program):
     """Buffers, views and steps for one compiled graph on the CPU. With
     ``kernels="generated"`` the elementwise steps that gain from it
@@ -106,6 +142,7 @@ class CpuProgram(Program):
     (:mod:`.numba_kernels`), the rest as NumPy calls; ``generated`` counts them."""
 
     host_views = True      # values are host arrays: copy_outputs=False may hand out views
+    reads_views = True     # slices, transposes... are NumPy views its kernels read strided
 
     def __init__(self, graph, live, plan, seed=None, scratch_slots: int = 1,
                  kernels: str = "numpy"):
@@ -121,7 +158,9 @@ class CpuProgram(Program):
             ins = [values[id(p)] for p in n.parents]
             out = values[id(n)]
             taken = len(self.ctx.scratch_taken)
-            if (n.op.kind in _ELIDABLE and ins[0].dtype == out.dtype
+            if id(n) in live.views:
+                self.kernels.append(None)  # a view of its parent's array: nothing to run
+            elif (n.op.kind in _ELIDABLE and ins[0].dtype == out.dtype
                     and _address(ins[0]) == _address(out)):
                 self.kernels.append(None)  # its parent already holds these bytes
             else:
@@ -129,10 +168,11 @@ class CpuProgram(Program):
                 if kernels == "generated":
                     kernel = _generated(n, ins, out, self.ctx, threaded)
                     self.generated += kernel is not None
-                self.kernels.append(kernel or build_kernel(n.op, ins, out, self.ctx))
+                self.kernels.append(kernel or numpy_kernel(n, ins, out, self.ctx))
             self.scratch_slots.append(sorted(set(self.ctx.scratch_taken[taken:])))
         self.steps = [k for k in self.kernels if k is not None]
-        self.elided = len(self.kernels) - len(self.steps)
+        self.elided = len(self.kernels) - len(self.steps)    # views included
+        self.views = len(live.views)
 
     def buffer(self, size: int) -> np.ndarray:
         return aligned_bytes(size)

@@ -9,7 +9,8 @@ hold it. For a given set of changed inputs and the current validity state,
 it is dirty, or it is an output or update value that is not valid, or a
 step that runs needs it and it is not valid at that moment; running a step invalidates every valid value sharing its bytes. The
 resulting step list and the validity state after it are cached, so a steady
-pattern of partial runs costs one dictionary lookup.
+pattern of partial runs costs one dictionary lookup. A view (``live.views``) never
+runs: a step reading it needs its root instead.
 
 >>> import numpy as np, graphc, graphc.ndarray as N
 >>> x, w = N.var("x", (3,)), N.var("w", (3,))
@@ -43,9 +44,13 @@ class IncrementalSchedule:
                 # overwrites the value, so the step must run again
                 m |= self.input_bit[live.external[id(n)]]
             mask[id(n)] = m
-            self.mask.append(m)
+            # a view is as fresh as its root: never dirty itself
+            self.mask.append(0 if id(n) in live.views else m)
         self.index = {id(n): i for i, n in enumerate(live.steps)}
-        self.parent_steps = [[self.index[id(p)] for p in n.parents if id(p) in self.index]
+        self.parent_steps = [[] if id(n) in live.views else
+                             [self.index[id(r)] for r in
+                              (live.views.get(id(p), p) for p in n.parents)
+                              if id(r) in self.index]
                              for n in live.steps]
         self.extent = []
         for i, n in enumerate(live.steps):

@@ -173,3 +173,125 @@ def kernel_source(op, in_dtypes, out_dtype, rank: int, scalars) -> str:
 def source_key(source: str) -> str:
     """A short name for a kernel's source (its file name in the disk cache)."""
     return hashlib.sha1(source.encode()).hexdigest()[:20]
+
+
+# -- a reduction fused with its elementwise program -------------------------------------------
+#: reduction -> (the accumulator's first value, how a value ``acc`` joins it, the result
+#: from ``total``; ``{E}`` the program's dtype spelled). Sums and products accumulate in
+#: float64, as :func:`graphc.engine.numba_reduce.sum_abd` does; maxima and minima stay
+#: in the program's dtype and propagate NaN (``graphc_max``), so they are exact.
+REDUCERS = {"sum": ("0.0", "total += acc", "total"),
+            "mean": ("0.0", "total += acc", "total / divisor"),
+            "prod": ("1.0", "total *= acc", "total"),
+            "max": ("{E}(-np.inf)", "total = graphc_max(total, acc)", "total"),
+            "min": ("{E}(np.inf)", "total = graphc_min(total, acc)", "total")}
+#: reductions whose accumulation may be reordered into vector lanes (``reassoc`` on the
+#: kernel: sums within a tolerance, as ``sum_abd``'s); maxima and minima stay exact
+REORDERED = frozenset({"sum", "mean", "prod"})
+
+
+def reduce_kernel_body(op, in_dtypes, dtype, reduce, roles: str, spans,
+                       parallel: bool) -> list:
+    """The lines of one fused-reduction kernel (see :func:`reduce_kernel_source`)."""
+    if reduce not in REDUCERS or NUMBA_TYPES[dtype][2] != "f":
+        raise NotImplementedError(f"numba_codegen: fused {reduce} on {dtype} is not supported "
+                                  "(float32 and float64 sums, means, products, maxima and "
+                                  "minima)")
+    names = [f"a{k}" for k in range(len(in_dtypes))]
+    exprs = program_lines(DIALECT, op, names, in_dtypes, dtype)
+    init, update, finish = REDUCERS[reduce]
+    kept, reduced = roles.count("k"), roles.count("r")
+    # the loop variable of each dimension: i<n> the n-th kept one, j<n> the n-th reduced
+    variables, counts = [], {"k": 0, "r": 0}
+    for role in roles:
+        variables.append(f"{'i' if role == 'k' else 'j'}{counts[role]}")
+        counts[role] += 1
+    args = ", ".join(["out", "sizes", "divisor"] + [f"x{k}" for k in range(len(in_dtypes))])
+    lines = [f"def {'parallel' if parallel else 'serial'}({args}):"]
+    lines += [f"    a{k} = x{k}[0]" for k, span in enumerate(spans) if span is None]
+    lines += [f"    r{d} = sizes[{d}]" for d in range(reduced)]
+    if kept:
+        # every output element is one thread's: its reduction runs whole, in order
+        sizes = [f"k{d}" for d in range(kept)]
+        lines.append(f"    {', '.join(sizes)}{',' if kept == 1 else ''} = out.shape")
+        lines += [f"    m{d} = {' * '.join(sizes[d + 1:])}" for d in range(kept - 1)]
+        lines.append(f"    for o in {'prange' if parallel else 'range'}({' * '.join(sizes)}):")
+        lines += [f"        i{d} = " + _unravel(d, kept) for d in range(kept)]
+        pad, out_index = "        ", ", ".join(f"i{d}" for d in range(kept))
+    else:
+        pad, out_index = "    ", "0"
+    lines.append(f"{pad}total = {init.format(E=NUMBA_TYPES[dtype][0])}")
+    # a whole-array sum splits its outer reduced loop across threads (Numba's prange
+    # reduction of ``total``); a whole-array maximum or minimum runs on one thread
+    outer = "prange" if parallel and not kept else "range"
+    for d in range(reduced):
+        lines.append(f"{pad}{'    ' * d}for j{d} in {outer if d == 0 else 'range'}(r{d}):")
+    inner = pad + "    " * reduced
+    for k, span in enumerate(spans):
+        if span is not None:
+            index = ", ".join(v if f else "0" for v, f in zip(variables, span))
+            lines.append(f"{inner}a{k} = x{k}[{index}]")
+    lines += [f"{inner}acc = {e}" for e in exprs]
+    lines.append(f"{inner}{update}")
+    lines.append(f"{pad}out[{out_index}] = {finish}")
+    return lines
+
+
+def _unravel(d: int, kept: int) -> str:
+    """The index of kept dimension ``d`` in the flat output index ``o`` (a prange index
+    may not be reassigned): ``o // m_d % k_d``, ``m_d`` the product of the later sizes."""
+    if kept == 1:
+        return "o"
+    if d == 0:
+        return "o // m0"
+    if d == kept - 1:
+        return f"o % k{d}"
+    return f"o // m{d} % k{d}"
+
+
+def reduce_kernel_source(op, in_dtypes, dtype, reduce, roles: str, spans) -> str:
+    """A module of two kernels computing ``reduce`` (a :data:`REDUCERS` kind) of the
+    elementwise ``op`` (a fused program or one op) computed in ``dtype``:
+    ``serial(out, sizes, divisor, x0, ...)`` and ``parallel(...)``. ``roles`` says
+    which dimensions (in memory order, :func:`graphc.engine.fused_reduce.reduce_geometry`)
+    are kept (``"k"``) or reduced (``"r"``); ``out`` has the kept ones, ``sizes`` the
+    reduced ones' sizes, ``divisor`` a mean's count; input ``k`` has size 1 where
+    ``spans[k]`` says it does not span a dimension (``None``: a one-element array).
+    One loop per output element accumulates the program over its reduced cells in
+    memory order; ``parallel`` splits the output elements across threads (a
+    whole-array sum, its outer reduced loop). Specialised on the description, dtypes,
+    roles and spans, never on sizes.
+
+    >>> from graphc.type import Op
+    >>> body = reduce_kernel_body(Op.make("exp"), ["float32"], "float32", "sum", "kr",
+    ...                           [(True, True)], parallel=False)
+    >>> print("\\n".join(body[1:]))
+        r0 = sizes[0]
+        k0, = out.shape
+        for o in range(k0):
+            i0 = o
+            total = 0.0
+            for j0 in range(r0):
+                a0 = x0[i0, j0]
+                acc = np.exp(a0)
+                total += acc
+            out[i0] = total
+    """
+    in_dtypes = [DIALECT.dtype_name(op.kind, d) for d in in_dtypes]
+    dtype = DIALECT.dtype_name(op.kind, dtype)
+    spans = [None if s is None else tuple(bool(f) for f in s) for s in spans]
+    header = [f"# graphc generated fused reduction, generator version {GENERATOR_VERSION}",
+              "import math", "import numpy as np", "from numba import njit, prange",
+              "from graphc.engine.numba_prelude import *", ""]
+    fastmath = ", fastmath={'reassoc'}" if reduce in REORDERED else ""
+    functions = []
+    # a whole-array maximum or minimum has nothing to split: one function
+    splits = "k" in roles or reduce in REORDERED
+    for parallel in (False, True) if splits else (False,):
+        functions.append(f"@njit(parallel={parallel}, error_model='numpy', nogil=True, "
+                         f"cache=True{fastmath})")
+        functions += reduce_kernel_body(op, in_dtypes, dtype, reduce, roles, spans,
+                                        parallel) + [""]
+    if not splits:
+        functions.append("parallel = serial")
+    return "\n".join(header + functions)

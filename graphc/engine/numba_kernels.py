@@ -74,6 +74,75 @@ def threading_layer() -> str:
         return _threads
 
 
+def initialise() -> str | None:
+    """Pay generated kernels' fixed cost now: import Numba (:func:`available`), pick
+    the threading layer (:func:`threading_layer`) and start Numba's runtime, whose
+    first LLVM compilation touches most of LLVM's code. A process pays this once,
+    whatever its graphs (measured RSS: importing llvmlite and Numba ~55 MiB, the
+    runtime ~30 MiB, both mostly shared library pages); the first graph compiled
+    otherwise pays it. Returns what :func:`available` returns.
+
+    Example: ``numba_kernels.initialise()`` before a benchmark's baseline RSS.
+    """
+    problem = available()
+    if problem is None:
+        threading_layer()
+        from numba.core.compiler_lock import global_compiler_lock
+        from numba.core.registry import cpu_target
+        from numba.core.runtime import rtsys
+        with _lock, global_compiler_lock:
+            rtsys.initialize(cpu_target.target_context)
+    return problem
+
+
+def load_compiled(function, types) -> None:
+    """Make the ``cache=True`` Numba dispatcher ``function`` ready for arguments of
+    Numba ``types`` (a tuple): its machine code loaded from Numba's disk cache when
+    the cache has it, else compiled (and cached) by ``function.compile(types)``.
+
+    Numba's own cache load first "refreshes" its compiler, importing every
+    implementation module and installing their registries: about 30 MiB of RSS and
+    0.3 s in a fresh process, of which loading machine code needs none. This loads
+    the cached code with only Numba's runtime (NRT, which the code links against)
+    initialised; a real compilation later refreshes as usual. Where Numba's
+    internals differ from those this knows, the public path serves.
+
+    Example: ``load_compiled(module.serial, tuple(numba.typeof(a) for a in args))``
+    """
+    with _lock:
+        if _fast_load(function, tuple(types)):
+            return
+        function.compile(tuple(types))
+
+
+def _fast_load(function, types) -> bool:
+    """Whether ``function`` has ``types`` now, loaded from the cache without a refresh."""
+    try:
+        from numba.core.compiler_lock import global_compiler_lock
+        from numba.core.runtime import rtsys
+        if types in function.overloads:
+            return True
+        cache, context = function._cache, function.targetctx
+        load = cache._load_overload
+    except (ImportError, AttributeError):     # pragma: no cover - another Numba
+        return False
+    with global_compiler_lock:
+        try:
+            rtsys.initialize(context)
+            compiled = load(types, context)
+        except Exception:                     # unreadable cache: the public path decides
+            return False
+        if compiled is None:
+            return False
+        # what Dispatcher.compile does with a cache hit
+        function._cache_hits[types] += 1
+        if not compiled.objectmode:
+            context.insert_user_function(compiled.entry_point, compiled.fndesc,
+                                         [compiled.library])
+        function.add_overload(compiled)
+        return True
+
+
 def cache_dir() -> str:
     """Where generated kernel modules and their machine code are kept."""
     root = os.environ.get("GRAPHC_CACHE_DIR")
@@ -193,8 +262,7 @@ def generated_kernel(op, ins, out, parallel: bool):
     module = _load(source)
     function = module.parallel if parallel and threading_layer() else module.serial
     args = [out.reshape(shape)] + [_argument(a, shape, s) for a, s in zip(ins, strides)]
-    with _lock:   # Numba's compiler is not re-entrant across threads
-        function.compile(tuple(_numba.typeof(a) for a in args))
+    load_compiled(function, tuple(_numba.typeof(a) for a in args))
     return partial(function, *args)
 
 
@@ -238,6 +306,58 @@ def reduction_kernel(op, ins, out, ctx, parallel):
     function = getattr(numba_reduce, name)
     args = [x.reshape(abd), out.reshape(abd[1]),
             float(abd[0] * abd[2]) if last == "count" else last]
-    with _lock:
-        function.compile(tuple(_numba.typeof(a) for a in args))
+    load_compiled(function, tuple(_numba.typeof(a) for a in args))
+    return partial(function, *args)
+
+
+#: the most elements a fused reduction whose program calls the C library element by
+#: element (``exp``, ``log``...) runs generated: below, NumPy's per-call overhead
+#: costs more than its vectorised maths saves (a softmax of 100 x 10: 3 us generated,
+#: 7 us NumPy; of 256 x 1000: 0.64 ms generated, 0.22 ms NumPy, on two cores)
+SCALAR_CALLS_MAX = 1 << 10
+
+
+def fused_reduce_kernel(op, ins, out, ctx, parallel):
+    """The generated kernel of a ``fused_reduce`` node (:mod:`.fused_reduce`): one loop
+    per output element accumulating the program over its reduced cells in memory
+    order (:func:`.numba_codegen.reduce_kernel_source`), the output elements split
+    across threads when the program's value is large and ``parallel``; ``None`` (its
+    NumPy kernel runs) when the generator does not cover it, or the program calls the
+    C library element by element (``exp``: NumPy's vectorised calls on a block in
+    cache win) on more than :data:`SCALAR_CALLS_MAX` elements."""
+    from .fused_reduce import kernel_view, program_op, reduce_geometry, reduced_axes
+    from .fused_reduce import reduced_count
+    from .strategy import PARALLEL_MIN
+    full = tuple(op["full"])
+    if available() is not None or not out.flags.c_contiguous or math.prod(full) == 0:
+        return None
+    program, dtypes = program_op(op), [a.dtype for a in ins]
+    try:
+        names = [f"a{k}" for k in range(len(ins))]
+        lines = codegen.program_lines(codegen.DIALECT, program, names,
+                                      [d.name for d in dtypes], np.dtype(op["dtype"]).name)
+        if math.prod(full) > SCALAR_CALLS_MAX and not codegen.vectorises(lines):
+            return None
+    except (NotImplementedError, KeyError):
+        return None
+    shape, roles, spans = reduce_geometry([a.shape for a in ins], full, reduced_axes(op))
+    views = [kernel_view(a, shape, s) for a, s in zip(ins, spans)]
+    if any(v is None for v in views):
+        return None
+    try:
+        source = codegen.reduce_kernel_source(program, dtypes, op["dtype"], op["reduce"],
+                                              roles, spans)
+    except NotImplementedError:
+        return None
+    module = _load(source)
+    split = parallel and math.prod(full) >= PARALLEL_MIN and bool(threading_layer())
+    function = module.parallel if split else module.serial
+    kept = tuple(n for n, r in zip(shape, roles) if r == "k")
+    args = [out.reshape(kept or (1,)), tuple(n for n, r in zip(shape, roles) if r == "r"),
+            float(reduced_count(op))]
+    for v in views:   # read-only, so every graph passes the same types
+        v = v.view()
+        v.flags.writeable = False
+        args.append(v)
+    load_compiled(function, tuple(_numba.typeof(a) for a in args))
     return partial(function, *args)

@@ -1,6 +1,7 @@
 """Memory planners: every computed value gets a place ``(buffer, offset)`` so
 that values alive at the same time never overlap, except a node writing over
-a parent that dies at that node (in place, at the same address).
+a parent that dies at that node (in place, at the same address). Views
+(``live.views``) take no place: their root keeps its bytes until their last reader.
 
 Two strategies report the same :class:`Plan`:
 
@@ -48,9 +49,13 @@ def _aligned(n: int) -> int:
 
 def plan_blocks(live: Liveness) -> Plan:
     """Owl's algorithm, in the evaluation order (see the module docstring)."""
+    views = live.views
+    # a reader of a view holds the view's root (a view reads nothing itself)
+    readers_of = {id(n): [views.get(id(p), p) for p in n.parents]
+                  for n in live.steps if id(n) not in views}
     refs = {id(n): 0 for n in live.steps}
-    for n in live.steps:
-        for p in n.parents:
+    for held in readers_of.values():
+        for p in held:
             if id(p) in refs:
                 refs[id(p)] += 1
     plan = Plan("blocks", [])
@@ -76,13 +81,16 @@ def plan_blocks(live: Liveness) -> Plan:
             free.append(plan.place[key][0])
 
     for n in live.steps:
+        if id(n) in views:
+            continue
+        held = readers_of[id(n)]
         if id(n) in live.external:   # computed into its variable: takes no block
-            for p in n.parents:
+            for p in held:
                 if id(p) in refs:
                     release(p)
             continue
         overwritable = {id(p) for p in live.inplace.get(id(n), ())}
-        for p in n.parents:
+        for p in held:
             if id(p) in overwritable:
                 release(p)
         size, step = n.nbytes, live.step_of[id(n)]
@@ -101,7 +109,7 @@ def plan_blocks(live: Liveness) -> Plan:
         free.remove(block)
         plan.place[id(n)] = (block, 0)
         occupant[block] = step
-        for p in n.parents:
+        for p in held:
             if id(p) in refs and id(p) not in overwritable:
                 release(p)
         for p in live.inplace.get(id(n), ()):

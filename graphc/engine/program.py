@@ -3,9 +3,12 @@
 Every computed value is a view ``buffer[offset:offset + nbytes]`` reinterpreted
 with its dtype and shape; variables own one array each; constants are their own
 arrays (copied to the device for a device program); an update computed straight
-into its variable is that variable's array. A subclass says how to make an array
-in its memory (:meth:`Program.empty`, :meth:`Program.constant`) and how to build
-each step's kernel.
+into its variable is that variable's array; a value liveness made a *view*
+(``live.views``: a slice, transpose, broadcast, flip or reshape whose readers all
+read strided memory) is that view of its parent's array (:data:`VIEW_OF`), with no
+bytes and no step of its own. A subclass says how to make an array in its memory
+(:meth:`Program.empty`, :meth:`Program.constant`) and how to build each step's
+kernel.
 
 >>> import graphc.ndarray as N, numpy as np
 >>> from graphc.graph import Graph
@@ -21,14 +24,36 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..shape.indexing import decode_basic
+
+#: kind -> ``(op, parent's array, node) -> the node's value as a view of that array``:
+#: the kinds liveness may make views (NumPy's and CuPy's arrays both have these views)
+VIEW_OF = {
+    # the trailing Ellipsis keeps a 0-d result a view (x[0] of a 1-D x is a scalar copy)
+    "slice": lambda op, x, node: x[decode_basic(op["key"]) + (Ellipsis,)],
+    "transpose": lambda op, x, node: x.transpose(op["axes"]),
+    "broadcast_to": lambda op, x, node: np.broadcast_to(x, node.shape),
+    "flip": lambda op, x, node: np.flip(x, op["axis"]),
+    # only of contiguous memory (liveness checks), where a reshape never copies
+    "reshape": lambda op, x, node: x.reshape(node.shape),
+}
+
 
 class Program:
     """Buffers, variables and value views of one compiled graph (see the module
     docstring); ``kernels[i]`` computes ``live.steps[i]`` (``None``: elided),
-    ``steps`` are the kernels that run, in order."""
+    ``steps`` are the kernels that run, in order. ``reads_views``: whether the
+    subclass builds no kernel for a view and its kernels read views strided (the
+    CPU program; a device program is given a liveness without views)."""
+
+    reads_views = False
 
     def bind(self, graph, live, plan) -> None:
         """Make the buffers and variables and the view of every value."""
+        if live.views and not self.reads_views:
+            raise ValueError(f"{type(self).__name__}: this program cannot read values as "
+                             f"views ({len(live.views)} in this liveness); analyse the "
+                             "graph with views=False")
         self.buffers = [self.buffer(size) for size in plan.buffers]
         # uninitialised: run() refuses to start before every variable has been set
         self.variables = {v.name: self.empty(v.shape, v.dtype) for v in graph.inputs}
@@ -36,9 +61,13 @@ class Program:
         for n in graph.order:
             if n.op.kind == "const":
                 values[id(n)] = self.constant(n.value)
+        views = live.views
         for n in live.steps:
             if id(n) in live.external:
                 values[id(n)] = self.variables[live.external[id(n)]]
+                continue
+            if id(n) in views:    # the parent is bound already: steps are in order
+                values[id(n)] = VIEW_OF[n.op.kind](n.op, values[id(n.parents[0])], n)
                 continue
             buf, off = plan.place[id(n)]
             values[id(n)] = self.buffers[buf][off:off + n.nbytes].view(n.dtype).reshape(n.shape)

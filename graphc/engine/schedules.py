@@ -135,6 +135,7 @@ class ParallelRunner:
             return region_vars[r]
 
         def memory_of(node):
+            node = live.views.get(id(node), node)     # a view reads its root's memory
             if node.op.kind == "var":
                 return [by_name[node.name]]
             if id(node) in live.external:

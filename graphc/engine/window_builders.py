@@ -103,7 +103,7 @@ def window_kernel(op, ins, out, threaded: bool):
 
     Example: ``window_kernel(op, [x], out, threaded=True)()`` fills ``out``.
     """
-    from .numba_kernels import available, threading_layer
+    from .numba_kernels import available, load_compiled, threading_layer
     if op.kind not in KINDS:
         raise ValueError(f"window_kernel: {op.kind} is not a window kind ({', '.join(KINDS)})")
     _check(op, ins, out)
@@ -123,7 +123,7 @@ def window_kernel(op, ins, out, threaded: bool):
         args.insert(1, _read_only_flat(pool_counts(op, image[2:], out_hw, out.dtype)))
     args += [out.reshape(-1), geometry(op, image, out_hw), threaded]
     function = getattr(numba_window, op.kind)
-    function.compile(tuple(typeof(a) for a in args))   # now, not in the first run
+    load_compiled(function, tuple(typeof(a) for a in args))   # now, not in a run
     return partial(function, *args)
 
 

@@ -46,6 +46,7 @@ from ..type.kinds import KINDS
 NOT_SAVED = {"delay": "a delay node wraps Python code, and the format never stores code",
              "fma": "made by the optimiser only", "fused_adagrad": "made by the optimiser only",
              "fused": "made by the optimiser only", "im2col": "made by the optimiser only",
+             "fused_reduce": "made by the optimiser only",
              "col2im": "made by the optimiser only"}
 #: nesting of tuples inside one attribute (padding is a tuple of pairs)
 MAX_ATTRIBUTE_DEPTH = 4

@@ -32,12 +32,26 @@ def frozen(array) -> np.ndarray:
     return out
 
 
+def _scaled(w: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """``(w * scale per output channel)`` computed in float64 and stored in
+    ``w``'s dtype, frozen: the bits of ``(w * scale[:, None, None, None]).astype(w.dtype)``
+    without its float64 temporary (twice the weight) and its cast copy, whose
+    freed pages the allocator would otherwise keep in the process."""
+    out = np.empty(w.shape, w.dtype)
+    np.multiply(w, scale.reshape((-1,) + (1,) * (w.ndim - 1)), out=out, dtype=np.float64,
+                casting="unsafe")
+    out.flags.writeable = False
+    return out
+
+
 def fold_batchnorm(model, params: dict) -> dict[str, np.ndarray]:
     """Inference parameters for ``model``: every ``ConvBN`` pair folded into a
     convolution with bias (computed in float64, stored in the weights' dtype), the
     other arrays copied (unless already read-only and owning their data); batch norm
     entries dropped. ``model.forward(ns, folded, x)`` computes the same logits as the
     inference forward with ``params``. Folding folded parameters returns the same arrays.
+    Nothing returned shares memory with ``params``, and nothing as large as a weight
+    is allocated besides the results: dropping ``params`` frees the caller's arrays.
 
     Example: ``folded = fold_batchnorm(model, trainer.params())``
     """
@@ -52,7 +66,7 @@ def fold_batchnorm(model, params: dict) -> dict[str, np.ndarray]:
                                   ("weight", "bias", "running_mean", "running_var"))
         scale = gamma / np.sqrt(var + layer.bn.eps)
         bias = np.asarray(params.get(f"{conv}.bias", 0.0), np.float64)
-        folded[f"{conv}.weight"] = frozen((w * scale[:, None, None, None]).astype(w.dtype))
+        folded[f"{conv}.weight"] = _scaled(w, scale)
         folded[f"{conv}.bias"] = frozen((beta + (bias - mean) * scale).astype(w.dtype))
         dropped.update(f"{bn}.{k}" for k in ("weight", "bias", "running_mean", "running_var"))
     for name, value in params.items():

@@ -34,6 +34,12 @@ class OnnxGraph:
     ``limits`` bounds what importing may allocate
     (:class:`~graphc.onnx.limits.ImportLimits`; ``graphc.onnx.load`` builds it
     from ``fold_limit_bytes`` and ``value_limit_bytes``).
+
+    ``model`` is the ``ModelProto`` while graphs may still be compiled from it
+    (inputs with symbolic dimensions, or values the import needs); a model whose
+    every shape is known compiles its one graph at once, and then ``model`` is
+    ``None``: the compiled graph holds the weights (as NumPy constants), and the
+    protobuf's copy of them is not kept beside it.
     """
 
     def __init__(self, model, input_shapes: Optional[Mapping[str, tuple]] = None, *,
@@ -69,6 +75,10 @@ class OnnxGraph:
                 self._last = self._compile(static)  # static: compile now, errors now
             except NeedsInputValue as exc:  # compiled at the first run, with the value
                 self._value_inputs.add(exc.input_name)
+            else:
+                # every run uses this graph (its shapes are fixed, no value compiled
+                # in): the weights are held once, by it, not also by the protobuf
+                self.model = None
 
     def _compile(self, shapes: Mapping[str, tuple], feeds: Optional[Mapping] = None):
         from ..compiler import compile as compile_graph

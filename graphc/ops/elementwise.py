@@ -73,7 +73,7 @@ def unary(name, *, expr, grad, onnx, numba=None, names=None, reference=NUMPY_NAM
     if reference == NUMPY_NAMESAKE:
         reference = f"numpy.{name}"
     return OpDef(name, "unary", 1, reference, ANY, shape=shape,
-                 kernel=kernel, expr=expr, numba=numba,
+                 kernel=kernel, expr=expr, numba=numba, reads_strided=True,
                  grad=grad if grad == NO_GRADIENT else unary_rule(grad),
                  onnx=_onnx(onnx, identity_on), onnx_name=onnx if isinstance(onnx, str) else None,
                  names=(name,) if names is None else names, **flags)
@@ -87,7 +87,7 @@ def binary(name, *, expr, grad, onnx, numba=None, names=None, **flags) -> OpDef:
     Example: ``binary("add", expr=..., grad=(_pass, _pass), onnx=arithmetic_exporter("Add"))``
     """
     return OpDef(name, "binary", 2, f"numpy.{name}", ANY, shape=shapes.elementwise,
-                 kernel=kernels.ufunc, expr=expr, numba=numba,
+                 kernel=kernels.ufunc, expr=expr, numba=numba, reads_strided=True,
                  grad=grad if grad == NO_GRADIENT else binary_rule(*grad), onnx=onnx,
                  names=(name,) if names is None else names, **flags)
 
@@ -329,7 +329,7 @@ define(
     # where(cond, a, b) copies b then a under the mask: only b may be overwritten
     OpDef("where", "ternary", 3, "numpy.where", (2,), shape=shapes.where,
           kernel=kernels.where, expr=every_class("{0} ? {1} : {2}"),
-          numba=every_class("{1} if {0} else {2}"), grad=_where_grad,
+          numba=every_class("{1} if {0} else {2}"), grad=_where_grad, reads_strided=True,
           onnx=onnx.where_export, names=("where",)),
     # made by the optimiser only: a*b + c in one node (c is read after a*b is written,
     # so only a and b may share the result's memory); two roundings, as multiply-then-add
@@ -337,18 +337,18 @@ define(
           expr={"f": "graphc_mul_{s}({0}, {1}) + {2}",
                 "i": "({T})(({U}){0} * ({U}){1} + ({U}){2})"},
           numba={"f": "{0} * {1} + {2}", "i": wrapped("{0} * {1} + {2}")},
-          grad=_fma_grad, onnx=onnx.fma_export),
+          grad=_fma_grad, onnx=onnx.fma_export, reads_strided=True),
     # Owl's AdaGrad step lr / sqrt(v + eps), d/dv = -y / (2 (v + eps))
     OpDef("fused_adagrad", "unary", 1, None, ANY, shape=shapes.same,
           kernel=kernels.fused_adagrad, expr={"f": "{lr} / sqrt{m}({0} + {eps})"},
           numba={"f": "{lr} / np.sqrt({0} + {eps})"},
           grad=unary_rule(lambda ns, op, x, y, g: ns.divide(
               ns.multiply(ns.multiply(g, y), -0.5), ns.add(x, op["eps"]))),
-          onnx=onnx.fused_adagrad_export),
+          onnx=onnx.fused_adagrad_export, reads_strided=True),
     # a program of the kinds above (the optimiser's fusion); the engine decides what its
     # kernel may write over (graphc.engine.strategy)
     OpDef("fused", "fused", None, None, DERIVED, shape=shapes.declared, kernel=kernels.fused,
-          expr={}, numba={}, grad=fused_rule, onnx=onnx.fused_export),
+          expr={}, numba={}, grad=fused_rule, onnx=onnx.fused_export, reads_strided=True),
 )
 
 __all__ = ["unary", "binary", "math_function"]

@@ -27,6 +27,9 @@ def shape_op(name, arity, reference, *, grad, names=None, **facts) -> OpDef:
     for key, default in defaults.items():
         if key not in facts:
             facts[key] = default()
+    # every shape kernel indexes or copies its inputs when it runs (tile's and repeat's
+    # build-time reshapes only insert axes of length 1: views whatever the strides)
+    facts.setdefault("reads_strided", True)
     return OpDef(name, "shape", arity, reference, grad=grad,
                  names=(name,) if names is None else names, **facts)
 

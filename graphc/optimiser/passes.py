@@ -24,6 +24,7 @@ from typing import Callable, Optional, Sequence
 from ..symbol.traverse import edge_count, topological_order
 from .fast_math import FAST_MATH
 from .fold import folding_pass
+from .fuse_reduce import FUSE_REDUCE
 from .fusion import ADAGRAD, FMA, FUSE_ELEMENTWISE, MATMUL_TRANSPOSE
 from .invariants import InvariantError, check_invariants
 from .lowering import LOWERING, LOWERING_FOR_KERNELS
@@ -35,11 +36,14 @@ CSE = Pass("cse", merge=True, produces=frozenset(),
 
 #: pass names in pipeline order; "fold" is made per call (it needs an evaluator)
 PIPELINE = ("cse", "fold", "simplify", "drop_expansions", "fast_math", "lowering",
-            "matmul_transpose", "adagrad", "fma", "fuse_elementwise")
+            "matmul_transpose", "adagrad", "fma", "fuse_elementwise", "fuse_reduce")
 #: the passes by name, but "fold" (made per call around an evaluator)
 STATIC_PASSES = {p.name: p for p in (CSE, SIMPLIFY, EXPANSIONS, FAST_MATH, LOWERING,
                                      MATMUL_TRANSPOSE, ADAGRAD, FMA, FUSE_ELEMENTWISE)}
 DEFAULT = tuple(n for n in PIPELINE if n != "fast_math")
+#: passes that only the named ``kernels=`` choice runs (a graph for the NumPy kernels
+#: keeps its reductions separate, so its bits stay NumPy's)
+KERNEL_PASSES = {"numpy": {}, "generated": {"fuse_reduce": FUSE_REDUCE}}
 
 
 @dataclass
@@ -126,7 +130,8 @@ def optimise(roots: Sequence, passes=None, *, fast_math: bool = False,
     if kernels not in LOWERING_FOR_KERNELS:
         raise ValueError(f"optimise: unknown kernels={kernels!r}; expected one of "
                          f"{', '.join(map(repr, LOWERING_FOR_KERNELS))}")
-    table = dict(STATIC_PASSES, lowering=LOWERING_FOR_KERNELS[kernels])
+    table = dict(STATIC_PASSES, lowering=LOWERING_FOR_KERNELS[kernels],
+                 **KERNEL_PASSES[kernels])
     if evaluate is not None:
         table["fold"] = folding_pass(evaluate)
     return run_stages(list(roots), [table[n] for n in names if n in table], check=check,

@@ -46,6 +46,11 @@ class OpKind:
     the attributes an op of the kind carries when the kind's public function of the
     same name takes exactly those keywords (then a saved graph's node is rebuilt by
     calling it: :mod:`graphc.graph.rebuild`); kinds rebuilt otherwise leave it empty.
+    ``reads_strided`` kinds have kernels (NumPy's and generated ones) that read any
+    strides of their inputs at run time, so a parent may be a view (a slice, a
+    transpose, a broadcast) of another value's memory instead of a copy; a kernel
+    that binds ``ins[0].reshape(...)`` at build time (a copy, for a strided input)
+    must not claim it.
     """
 
     name: str
@@ -59,6 +64,7 @@ class OpKind:
     logical: bool = False
     commutative: bool = False
     attributes: tuple = ()
+    reads_strided: bool = False
 
 
 #: kind name -> its facts. Filled by the op definitions (:mod:`graphc.ops`), which
