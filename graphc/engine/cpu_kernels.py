@@ -17,6 +17,7 @@ array([1.        , 2.71828183])
 """
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
@@ -230,6 +231,17 @@ def delay(op, ins, out, ctx):
     return delay
 
 
+def _rows_view(array):
+    """``array`` (..., m, k) as a (rows, k) view, or ``None`` where that needs a copy
+    (``reshape`` would copy silently, and a copy made at build time goes stale)."""
+    view = array.view()
+    try:
+        view.shape = (math.prod(array.shape[:-1]), array.shape[-1])
+    except (AttributeError, ValueError):
+        return None
+    return view
+
+
 def matmul(op, ins, out, ctx):
     a, b = ins
     # a transposed operand is a strided view: BLAS reads it without a copy
@@ -237,6 +249,12 @@ def matmul(op, ins, out, ctx):
         a = a.swapaxes(-1, -2)
     if op.get("trans_b"):
         b = b.swapaxes(-1, -2)
+    if a.ndim > 2 and b.ndim == 2 and not op.get("trans_a"):
+        # a stack of matrices times one matrix is one GEMM over all their rows, not
+        # one GEMM per matrix (NumPy's loop): a transformer's (1, tokens, d) @ (d, e)
+        rows, out_rows = _rows_view(a), _rows_view(out)
+        if rows is not None and out_rows is not None:
+            return partial(np.matmul, rows, b, out_rows)
     return partial(np.matmul, a, b, out)
 
 
