@@ -14,6 +14,7 @@ import gc
 import threading
 import time
 import warnings
+import weakref
 from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -28,6 +29,7 @@ from .engine.interrupts import InterruptGuard, held_interrupts
 from .engine.liveness import analyse, first_variable_write
 from .engine.ordering import choose_order, order_choice
 from .engine.planners import make_plan
+from .engine.remat import remat_choice, remat_order
 from .engine.schedules import SCHEDULES, make_runner, worker_count
 from .engine.strategy import kernel_choice
 from .graph import Graph, to_dot
@@ -45,7 +47,7 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
             copy_outputs: bool = True, check: bool = False, schedule: str = "serial",
             workers: Optional[int] = None, device: str = "cpu",
             kernels: Optional[str] = None, order: str = "memory",
-            views: bool = True) -> "Executable":
+            views: bool = True, bind_inputs: bool = True, remat=None) -> "Executable":
     """Compile ``outputs`` (one node or a list) as functions of the variables
     ``inputs``; ``updates`` maps variables to the values they take after each
     run (a training step's weights).
@@ -88,6 +90,23 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     readers all read strided memory is, as in NumPy, a view of its parent's memory
     (no bytes planned, no copy run), as is a reshape of contiguous memory;
     ``views=False`` copies each of them (on the CPU only: the device copies always).
+    ``remat`` (rematerialisation, :mod:`graphc.engine.remat`): ``None`` (the
+    default) plans the graph as it is; ``"auto"`` recomputes cheap forward values
+    (elementwise, fused, reshapes) just before their late readers (a backward
+    pass) instead of holding them, where that lowers the live-bytes lower bound;
+    a number of bytes does so, largest first, until the bound is within that
+    budget (a ``RuntimeWarning`` where it cannot be). Results are bit for bit the
+    same; ``stats()["rematerialised_values"]`` and ``["remat_saved_bytes"]`` say
+    what it did.
+    With ``bind_inputs=True`` (the default) ``run`` reads a large fed array in
+    place instead of copying it in (the CPU only): one C-contiguous and aligned,
+    of at least 256 KiB, and either of at least 1 MiB per step reading it or the
+    array fed last time, for an input no update targets that is not pinned, an
+    output or an update's value. The graph never writes the
+    array, holds it until that input is fed again or assigned, and recomputes
+    what depends on it on every run, fed or not (its owner may have changed it
+    in place); ``stats()["bound_inputs"]`` counts them. ``bind_inputs=False``
+    copies every input.
 
     Example::
 
@@ -97,6 +116,7 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     threads = worker_count(schedule, workers)     # checks the options before any work
     kernels = kernel_choice(kernels)
     order = order_choice(order)
+    remat = remat_choice(remat)
     if check_device(device) != "cpu" and schedule != "serial":
         raise DeviceError(f"compile: schedule {schedule!r} runs steps on CPU threads; "
                           f"device {device!r} runs them in order on one stream (use "
@@ -124,7 +144,8 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
         concurrent = SCHEDULES[schedule].separate_memory
         # the order the engine runs and plans; the graph keeps its depth-first order
         views = views and device == "cpu"    # the device program reads no views yet
-        planned, serial_live = choose_order(graph, order, keep, views=views)
+        graph, planned, serial_live, remat_report = remat_order(graph, remat, order, keep,
+                                                                views=views)
         live = (analyse(planned, keep, concurrent=True, views=views) if concurrent
                 else serial_live)
         memory = make_plan(live, plan)
@@ -141,7 +162,9 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
                           build_seconds=time.perf_counter() - started, source=source,
                           report=report, passes=passes_run, schedule=schedule, runner=runner,
                           serial_planned_bytes=serial_bytes, order=order,
-                          views=views)
+                          views=views,
+                          bindable=program.bindable - set(keep) if bind_inputs else (),
+                          remat=remat_report)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -152,7 +175,7 @@ class Executable:
 
     def __init__(self, graph, live, plan, program, *, single, copy_outputs, build_seconds,
                  schedule, runner, serial_planned_bytes, source=None, report=(), passes=(),
-                 order="dfs", views=False):
+                 order="dfs", views=False, bindable=(), remat=None):
         self.graph, self.liveness, self.plan, self.program = graph, live, plan, program
         self.source = source if source is not None else graph   # the graph before optimising
         self.report = list(report)
@@ -163,10 +186,16 @@ class Executable:
         self._order = order              # the compile option: pass_report plans the same way
         self._views = views              # the same: slices... as views, or copies
         self._serial_bytes = serial_planned_bytes
+        self._remat = remat              # what rematerialisation did (a RematReport)
         self._vars = {v.name: v for v in graph.inputs}
         self._has_value: set[str] = set()
         self._changed: set[str] = set()      # inputs with new values since the last run
         self._assigned: set[str] = set()     # last set by assign (parameters), not by a feed
+        # inputs a run may read from the caller's array instead of copying it in, and
+        # the array each is bound to now (held until that input is fed or assigned)
+        self._bindable = frozenset(bindable)
+        self._bound: dict[str, np.ndarray] = {}
+        self._last_fed: dict[str, weakref.ref] = {}   # bound when fed again
         self._schedule = IncrementalSchedule(graph, live, plan, program.kernels)
         self._steps_last_run = 0
         self._outputs = [program.values[id(o)] for o in graph.outputs]
@@ -213,9 +242,36 @@ class Executable:
     def _store(self, checked) -> None:
         variables = self.program.variables
         for name, array in checked.items():
-            variables[name][...] = array       # host to device too, where it lives there
+            if self._bound.pop(name, None) is not None:
+                self.program.bind_input(name, None)
+            if array is not variables[name]:   # a State held by this graph gives its own
+                variables[name][...] = array   # host to device too, where it lives there
         self._has_value.update(checked)
         self._changed.update(checked)
+
+    def _bindings(self, checked) -> set[str]:
+        """The fed inputs ``run`` reads from the caller's arrays (no copy); an array
+        fed again (the last array fed for that input) is worth binding at any size."""
+        binds = set()
+        for name, array in checked.items():
+            if name in self._bindable:
+                last = self._last_fed.get(name)
+                if self.program.can_bind(name, array, last is not None and last() is array):
+                    binds.add(name)
+                self._last_fed[name] = weakref.ref(array)
+        return binds
+
+    def _feed(self, checked, binds) -> None:
+        """Copy the fed inputs in, but bind those in ``binds``: their readers are
+        rebuilt on the caller's array, unless it is the array bound already."""
+        self._store({name: a for name, a in checked.items() if name not in binds})
+        for name in binds:
+            array = checked[name]
+            if self._bound.get(name) is not array:
+                self._bound[name] = array     # first: a failed rebuild is put back
+                self.program.bind_input(name, array)
+        self._has_value.update(binds)
+        self._changed.update(binds)
 
     def _refuse_torn(self, what: str, names) -> None:
         """Refuse to read any of ``names`` that a failed commit may have
@@ -225,24 +281,51 @@ class Executable:
             raise CommitError(f"{what}: variables {torn} may be partly updated by a run "
                               "that failed while committing; assign them first")
 
-    def _save_fed(self, checked) -> None:
-        """Keep the current value of every fed input that has one, so a failed run
-        can put it back (``stats()["rollback_bytes"]``: the buffers this holds)."""
+    def _save_fed(self, checked, binds=frozenset()) -> set[str]:
+        """Keep the current value of every fed input that has one in its variable's
+        array and will be copied over, so a failed run can put it back
+        (``stats()["rollback_bytes"]``: the buffers this holds); an input bound
+        now or bound by this run keeps its variable's array as it is. Returns the
+        names saved."""
+        saved_names = set()
         for name in checked:
-            if name in self._has_value:
+            if (name in self._has_value and name not in binds and name not in self._bound
+                    and checked[name] is not self.program.variables[name]):
                 current = self.program.variables[name]
                 saved = self._rollback.get(name)
                 if saved is None:
                     saved = self._rollback[name] = self.program.empty_like(current)
                 saved[...] = current
+                saved_names.add(name)
+        return saved_names
 
-    def _restore_fed(self, checked, had_value, assigned) -> None:
-        """Undo :meth:`_store` of a run that failed."""
+    def _restore_fed(self, checked, had_value, assigned, saved=None, bound=None) -> None:
+        """Undo :meth:`_feed` of a run that failed: the saved values and the
+        bindings from before it."""
         for name in checked:
-            if name in had_value:
+            if name in (had_value if saved is None else saved):
                 self.program.variables[name][...] = self._rollback[name]
+            before = (bound or {}).get(name)
+            if self._bound.get(name) is not before:
+                self.program.bind_input(name, before)
+                if before is None:
+                    del self._bound[name]
+                else:
+                    self._bound[name] = before
         self._has_value = had_value
         self._assigned = assigned
+
+    def _held_value(self, name: str) -> np.ndarray:
+        """The array holding variable ``name``'s value now, not a copy: the array
+        bound to it, else the variable's own, which later runs and updates write
+        over (a :class:`graphc.State` held by this graph reads and assigns it
+        there; fed back, it is neither copied nor saved). Only where the program's
+        arrays are host arrays (``program.host_views``)."""
+        with self._lock:
+            self._refuse_torn("value", [name])
+            if name not in self._has_value:
+                raise InputError(f"value: variable {name!r} has no value yet")
+            return self._bound.get(name, self.program.variables[name])
 
     def value(self, name: str) -> np.ndarray:
         """A copy of the current value of variable ``name``. Example: ``step.value("w")``"""
@@ -254,6 +337,8 @@ class Executable:
             if name not in self._has_value:
                 raise InputError(f"value: variable {name!r} has no value yet; give it to run "
                                  "or assign first")
+            if name in self._bound:
+                return np.array(self._bound[name], copy=True)
             return self.program.to_host(self.program.variables[name])
 
     # -- running -----------------------------------------------------------------
@@ -340,15 +425,20 @@ class Executable:
         fail but a bug (:class:`~graphc.CommitError`). Returns the results and
         the floating-point conditions of the commit, to report."""
         had_value, assigned = set(self._has_value), set(self._assigned)
+        bound = dict(self._bound)
         draws = self.program.ctx.draws if self._draws else None
         schedule, conditions = self._schedule, DeferredFloatErrors()
-        fed = False
+        fed, saved = False, set()
         try:
-            self._save_fed(checked)
-            self._store(checked)
+            binds = self._bindings(checked)
+            saved = self._save_fed(checked, binds)
             fed = True
+            self._feed(checked, binds)
             self._assigned.difference_update(checked)
-            steps, kernels, valid_after = schedule.plan_run(schedule.changed_mask(self._changed))
+            # a bound array may have been changed in place by its owner since the
+            # last run: what reads it is always recomputed
+            changed = self._changed.union(self._bound) if self._bound else self._changed
+            steps, kernels, valid_after = schedule.plan_run(schedule.changed_mask(changed))
             split = bisect.bisect_left(steps, self._commit_from)
             guard.holding = False
             self._runner(steps[:split], kernels[:split], interrupts=guard)
@@ -360,7 +450,7 @@ class Executable:
             guard.holding = True
             schedule.invalidate()
             if fed:
-                self._restore_fed(checked, had_value, assigned)
+                self._restore_fed(checked, had_value, assigned, saved, bound)
             if draws is not None:
                 self.program.ctx.draws = draws    # the retried run draws the same numbers
             raise
@@ -432,10 +522,14 @@ class Executable:
         updates_held_back (updates not computed into their variable because a
         step that may fail comes after them), staging_bytes, rollback_bytes
         (old values of fed inputs, allocated on the first refeed) and
-        commit_steps (steps run with interrupts held);
+        commit_steps (steps run with interrupts held); bound_inputs (inputs read
+        from the caller's array, not copied in: see ``compile(bind_inputs=)``);
         view_values (slices, transposes... read in place as views: no bytes, no
         step; counted in elided_steps);
         generated_steps (steps that run one generated kernel each);
+        rematerialised_values (values recomputed for their late readers, see
+        ``compile(remat=...)``) and remat_saved_bytes (how far that lowered the
+        lower bound);
         build_seconds; with the optimiser on, nodes_unoptimised,
         edges_unoptimised and the changes made by each pass."""
         live, plan = self.liveness, self.plan
@@ -462,6 +556,7 @@ class Executable:
             "updates_held_back": live.held_back,
             "staging_bytes": sum(s.nbytes for _, _, s in self._updates if s is not None),
             "rollback_bytes": sum(b.nbytes for b in self._rollback.values()),
+            "bound_inputs": len(self._bound),
             "commit_steps": sum(k is not None for k in self.program.kernels[self._commit_from:]),
             "pinned_bytes": live.kept_bytes(),
             "steps": len(self.program.steps),
@@ -479,6 +574,8 @@ class Executable:
             "nodes_unoptimised": source["nodes"],
             "edges_unoptimised": source["edges"],
             "optimiser_changes": changes,
+            "rematerialised_values": self._remat.values if self._remat else 0,
+            "remat_saved_bytes": self._remat.saved_bytes if self._remat else 0,
         })
         return stats
 

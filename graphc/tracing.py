@@ -56,7 +56,9 @@ class State:
     input of the graph, and ``assign`` becomes an update edge; outside, it is a
     plain array and ``assign`` copies at once (so the same code also runs
     eagerly with ``graphc.eager``). Its value moves between graphs only when it
-    changed: a training step and an evaluation function share it cheaply.
+    changed: a training step and an evaluation function share it cheaply. Once a
+    CPU graph has run with it, that graph's array is its only copy (a model's
+    weights are held once).
 
     Example::
 
@@ -86,9 +88,13 @@ class State:
             return self._latest().copy()
 
     def _latest(self) -> np.ndarray:
+        """The current value: this state's own array, or the array of the graph that
+        holds it (see :meth:`_held_by`), where it is the only copy."""
         with self._lock:
             if self._holder is not None:
                 executable, name = self._holder
+                if executable.program.host_views:
+                    return executable._held_value(name)
                 self._array, self._holder = executable.value(name), None
             return self._array
 
@@ -117,8 +123,29 @@ class State:
 
     def _updated_by(self, executable, name) -> None:
         with self._lock:
-            self._holder = (executable, name)
+            self._hold(executable, name)
             self.version += 1
+
+    def _held_by(self, executable, name) -> None:
+        """``executable``'s input ``name`` holds this state's current value (a call
+        fed it or found it current): where no graph holds it yet, its own array
+        goes, so the value is held once (a host graph's variable, or the array
+        the graph binds, which is this very array)."""
+        with self._lock:
+            if self._holder is None and executable.program.host_views:
+                self._hold(executable, name)
+
+    def _let_go(self, executable) -> None:
+        """Take this state's value back into an array of its own if ``executable``
+        (a graph being dropped) holds it."""
+        with self._lock:
+            if self._holder is not None and self._holder[0] is executable:
+                self._array, self._holder = np.array(self._latest(), copy=True), None
+
+    def _hold(self, executable, name) -> None:
+        self._holder = (executable, name)
+        if executable.program.host_views:
+            self._array = None            # the graph's array is the only copy
 
     # -- taking part in expressions ---------------------------------------------------
     def __graphc_value__(self, ns):
@@ -135,7 +162,9 @@ class State:
     def read(self):
         """The value in the current mode: the graph node inside a traced function
         (what it was last assigned there, else its input), a read-only view of
-        the array elsewhere. Example: ``w.read()``"""
+        the array elsewhere: of the only copy, which may be a compiled graph's
+        variable, so the view follows later updates (as a framework's parameter
+        tensor does; :meth:`numpy` keeps a value). Example: ``w.read()``"""
         tracer = _tracer()
         if tracer is not None:
             return tracer.read(self)
@@ -316,7 +345,9 @@ class TracedFunction:
             if not self._warned:      # the cache still shows what changed between calls
                 self._warned = True
                 warnings.warn(self._recompiling_message(), RuntimeWarning, stacklevel=4)
-            self.cache.popitem(last=False)
+            _, dropped = self.cache.popitem(last=False)
+            for state in dropped.states:    # no state keeps a dropped graph alive
+                state._let_go(dropped.executable)
         return entry
 
     def _recompiling_message(self) -> str:
@@ -362,6 +393,8 @@ class TracedFunction:
                 for state in entry.states:
                     if state in entry.updated:
                         state._updated_by(entry.executable, state.name)
+                    else:
+                        state._held_by(entry.executable, state.name)
                     entry.seen[state] = state.version
             return _rebuild(entry.output_tree, results)
 

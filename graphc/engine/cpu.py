@@ -2,10 +2,13 @@
 bound kernel calls, so that a run is one loop with no allocation.
 
 Every computed value is a view ``buffer[offset:offset + nbytes]`` reinterpreted
-with its dtype and shape; variables own one array each (inputs are copied in,
-never referenced), constants are their own read-only arrays; a value liveness made
-a view (a slice, transpose, broadcast, flip) is NumPy's view of its parent's array,
-which its readers' kernels read strided: no step, no bytes.
+with its dtype and shape; variables own one array each, constants are their own
+read-only arrays; a value liveness made a view (a slice, transpose, broadcast,
+flip) is NumPy's view of its parent's array, which its readers' kernels read
+strided: no step, no bytes. A large fed input may instead be *bound*
+(:meth:`CpuProgram.bind_input`): the kernels of the steps reading it (through its
+views too) are rebuilt on the caller's array, which they only read, so a run
+copies nothing in.
 
 >>> import graphc.ndarray as N, numpy as np
 >>> from graphc.graph import Graph
@@ -19,6 +22,7 @@ array([2., 2., 2.])
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 
@@ -26,11 +30,19 @@ import numpy as np
 
 from .cpu_kernels import GENERATED_KERNELS, SCRATCH_BYTES, build_kernel, run_all
 from .planners import ALIGN
-from .program import Program
+from .program import VIEW_OF, Program
 from .strategy import PARALLEL_MIN, STREAM_MIN, generated_wanted, stream_chunk
 
 #: kinds whose kernel only copies its input unchanged: skipped when in place
 _ELIDABLE = frozenset({"reshape", "copy"})
+
+#: inputs smaller than this are always copied in (a copy costs a few microseconds)
+BIND_MIN_BYTES = 256 << 10
+#: a new array is bound only where it has this many bytes for each step reading the
+#: input: rebuilding one reader's kernel costs 10-45 us (NumPy, generated), about
+#: what copying 1 MiB in costs (25-50 us). An array fed again is bound whatever its
+#: size (above ``BIND_MIN_BYTES``): its readers are then rebuilt once for many runs
+BIND_BYTES_PER_READER = 1 << 20
 
 
 class RunContext:
@@ -41,6 +53,7 @@ class RunContext:
         self.rng = np.random.Generator(np.random.PCG64(seed))
         self._slots = [None] * max(int(scratch_slots), 1)
         self.scratch_taken: list[int] = []   # the slot of every scratch handed out
+        self._replay: list[int] = []         # slots a rebuilt kernel takes again
 
     def scratch(self, nbytes: int) -> np.ndarray:
         """A scratch buffer shared by the kernels of this context: the chunk buffer of
@@ -50,8 +63,11 @@ class RunContext:
         bound at build time stay valid."""
         if nbytes > SCRATCH_BYTES:
             raise ValueError(f"scratch: {nbytes} bytes asked, at most {SCRATCH_BYTES}")
-        slot = len(self.scratch_taken) % len(self._slots)
-        self.scratch_taken.append(slot)
+        if self._replay:      # a kernel rebuilt on other arrays keeps its slots
+            slot = self._replay.pop(0)
+        else:
+            slot = len(self.scratch_taken) % len(self._slots)
+            self.scratch_taken.append(slot)
         if self._slots[slot] is None:
             self._slots[slot] = aligned_bytes(SCRATCH_BYTES)
         return self._slots[slot][:nbytes]
@@ -135,6 +151,25 @@ def numpy_kernel(node, ins, out, ctx):
     return build_kernel(node.op, ins, out, ctx)
 
 
+class _Rebindable:
+    """A step's kernel that :meth:`CpuProgram.bind_input` may swap for one built on
+    other arrays; the lists holding the step keep this object."""
+
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __call__(self):
+        self.kernel()
+
+    def __getattr__(self, name):
+        # what a kernel shows of itself (a generated kernel's function) shows through
+        if name == "kernel":
+            raise AttributeError(name)
+        return getattr(self.kernel, name)
+
+
 class CpuProgram(Program):
     """Buffers, views and steps for one compiled graph on the CPU. With
     ``kernels="generated"`` the elementwise steps that gain from it
@@ -149,11 +184,13 @@ class CpuProgram(Program):
         self.ctx = RunContext(seed, scratch_slots)
         self.bind(graph, live, plan)
         values = self.values
+        self._live, self._kernel_choice = live, kernels
         self.kernels = []
         self.scratch_slots = []   # the scratch slots kernels[i] works in
+        self._slots_taken = []    # the same, in the order kernels[i]'s build took them
         self.generated = 0
         # a parallel schedule already keeps every core busy: one thread per kernel
-        threaded = scratch_slots == 1
+        self._threaded = scratch_slots == 1
         for n in live.steps:
             ins = [values[id(p)] for p in n.parents]
             out = values[id(n)]
@@ -164,15 +201,126 @@ class CpuProgram(Program):
                     and _address(ins[0]) == _address(out)):
                 self.kernels.append(None)  # its parent already holds these bytes
             else:
-                kernel = None
-                if kernels == "generated":
-                    kernel = _generated(n, ins, out, self.ctx, threaded)
-                    self.generated += kernel is not None
-                self.kernels.append(kernel or numpy_kernel(n, ins, out, self.ctx))
-            self.scratch_slots.append(sorted(set(self.ctx.scratch_taken[taken:])))
+                kernel, generated = self._build(n, ins, out)
+                self.generated += generated
+                self.kernels.append(kernel)
+            self._slots_taken.append(self.ctx.scratch_taken[taken:])
+            self.scratch_slots.append(sorted(set(self._slots_taken[-1])))
+        self._inputs = {v.name: v for v in graph.inputs}
+        self._own = {}            # step -> the kernel it has on the variables' arrays
+        self._bound = {}          # input -> the caller's array its readers read
+        self._readers = self._bindable(graph, live)
         self.steps = [k for k in self.kernels if k is not None]
         self.elided = len(self.kernels) - len(self.steps)    # views included
         self.views = len(live.views)
+        memory = sorted((_address(a), _address(a) + a.nbytes)
+                        for a in self.buffers + list(self.variables.values()) if a.nbytes)
+        self._starts, self._ends = [s for s, _ in memory], [e for _, e in memory]
+
+    def _build(self, node, ins, out):
+        """``(kernel, whether it is generated)`` computing ``node`` from ``ins`` into ``out``."""
+        if self._kernel_choice == "generated":
+            kernel = _generated(node, ins, out, self.ctx, self._threaded)
+            if kernel is not None:
+                return kernel, True
+        return numpy_kernel(node, ins, out, self.ctx), False
+
+    def _bindable(self, graph, live) -> dict:
+        """``name -> (view steps, reader steps)`` of every input that may be bound: at
+        least :data:`BIND_MIN_BYTES`, never written by the
+        plan (no update's target), neither it nor a view of it an output or an
+        update's value (those are read from the variable's array after the
+        run). The reader steps' kernels are
+        wrapped (:class:`_Rebindable`) so that binding swaps them in place: the
+        runners and the incremental schedule keep the wrappers."""
+        targets = {v.name for v, _ in graph.updates}
+        read_after = {id(o) for o in graph.outputs} | {id(u) for _, u in graph.updates}
+        root = {}              # id(value) -> the input it is, or is a view of
+        for v in graph.inputs:
+            if v.nbytes >= BIND_MIN_BYTES and v.name not in targets:
+                root[id(v)] = v.name
+        found: dict = {}
+        for i, n in enumerate(live.steps):
+            if id(n) in live.views:
+                name = root.get(id(n.parents[0]))
+                if name is not None:
+                    root[id(n)] = name
+                    found.setdefault(name, ([], []))[0].append(i)
+                continue
+            for name in {root[id(p)] for p in n.parents if id(p) in root}:
+                found.setdefault(name, ([], []))[1].append(i)
+        for key in read_after:
+            found.pop(root.get(key), None)
+        readers = {}
+        for name, (views, steps) in found.items():
+            if steps and all(self.kernels[i] is not None for i in steps):
+                readers[name] = (views, steps)
+                for i in steps:
+                    if i not in self._own:
+                        self._own[i] = self.kernels[i]
+                        self.kernels[i] = _Rebindable(self.kernels[i])
+        return readers
+
+    @property
+    def bindable(self) -> frozenset:
+        """The inputs :meth:`bind_input` may bind (see :meth:`_bindable`).
+        Example: ``"x" in program.bindable``"""
+        return frozenset(self._readers)
+
+    def can_bind(self, name: str, array: np.ndarray, again: bool = False) -> bool:
+        """Whether ``array`` (of the input's dtype and shape, checked already) may be
+        bound as input ``name``: a bindable input, a C-contiguous, aligned array
+        with the variable's dtype, and no byte of it in this program's memory
+        (an output view of a ``copy_outputs=False`` graph fed back is copied:
+        the run writes over it); and worth it: the array bound already, one fed
+        ``again`` (the same array as the last feed), or one of at least
+        :data:`BIND_BYTES_PER_READER` per step reading the input.
+
+        Example: ``if program.can_bind("x", X): program.bind_input("x", X)``"""
+        if name not in self._readers or not (array.flags.c_contiguous and array.flags.aligned):
+            return False
+        if array.dtype != self.variables[name].dtype or array.nbytes == 0:
+            return False
+        if not (again or array is self._bound.get(name)
+                or array.nbytes >= BIND_BYTES_PER_READER * len(self._readers[name][1])):
+            return False
+        lo = _address(array)
+        # the program's arrays are disjoint: only the last one starting below the
+        # array's end may overlap it
+        k = bisect.bisect_left(self._starts, lo + array.nbytes) - 1
+        return k < 0 or self._ends[k] <= lo
+
+    def bind_input(self, name: str, array=None) -> None:
+        """Rebuild the kernels reading input ``name`` (through its views too) on
+        ``array`` instead of the variable's own array, or back on the variable's
+        array when ``array`` is ``None``; a step reading several bound inputs reads
+        each from its array. The kernels only read it; this program holds
+        ``array`` until the next call for ``name``. Check it with :meth:`can_bind`
+        first.
+
+        Example: ``program.bind_input("x", X); program.execute()``"""
+        if array is None:
+            self._bound.pop(name, None)
+        else:
+            self._bound[name] = array
+        nodes = self._live.steps
+        seen = {}                  # id(value) -> its array under the bindings now
+        for bound, given in self._bound.items():
+            seen[id(self._inputs[bound])] = given
+            for i in self._readers[bound][0]:
+                n = nodes[i]
+                seen[id(n)] = VIEW_OF[n.op.kind](n.op, seen[id(n.parents[0])], n)
+        for i in self._readers[name][1]:
+            n = nodes[i]
+            if not any(id(p) in seen for p in n.parents):
+                self.kernels[i].kernel = self._own[i]     # built on the variables
+                continue
+            ins = [seen.get(id(p), self.values[id(p)]) for p in n.parents]
+            self.ctx._replay = list(self._slots_taken[i])
+            try:
+                self.kernels[i].kernel = self._build(n, ins, self.values[id(n)])[0]
+            finally:
+                self.ctx._replay = []
 
     def buffer(self, size: int) -> np.ndarray:
         return aligned_bytes(size)

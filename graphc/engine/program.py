@@ -47,6 +47,17 @@ class Program:
     CPU program; a device program is given a liveness without views)."""
 
     reads_views = False
+    #: inputs a run may bind to the caller's array instead of copying (the CPU
+    #: program overrides it; a device program copies every input to the device)
+    bindable: frozenset = frozenset()
+
+    def can_bind(self, name: str, array) -> bool:
+        """Whether ``array`` may be bound as input ``name`` (never, here)."""
+        return False
+
+    def bind_input(self, name: str, array=None) -> None:
+        """Read input ``name`` from ``array`` (``None``: from the variable's array)."""
+        raise NotImplementedError(f"{type(self).__name__} binds no inputs")
 
     def bind(self, graph, live, plan) -> None:
         """Make the buffers and variables and the view of every value."""
