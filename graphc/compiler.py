@@ -26,6 +26,7 @@ from .engine.incremental import IncrementalSchedule
 from .engine.fperrors import DeferredFloatErrors
 from .feeds import checked_feeds, named_feeds
 from .engine.interrupts import InterruptGuard, held_interrupts
+from .engine.heap import TRIM_AFTER_BYTES, release_free_heap
 from .engine.liveness import analyse, first_variable_write
 from .engine.ordering import choose_order, order_choice
 from .engine.planners import make_plan
@@ -195,6 +196,7 @@ class Executable:
         # the array each is bound to now (held until that input is fed or assigned)
         self._bindable = frozenset(bindable)
         self._bound: dict[str, np.ndarray] = {}
+        self._assigned_bytes = 0       # assigned since the heap was last given back
         self._last_fed: dict[str, weakref.ref] = {}   # bound when fed again
         self._schedule = IncrementalSchedule(graph, live, plan, program.kernels)
         self._steps_last_run = 0
@@ -238,6 +240,9 @@ class Executable:
             self._store(checked)
             self._assigned.update(checked)
             self._torn.difference_update(checked)
+            # the caller usually drops what it assigned (initial weights): the next
+            # run gives the heap they leave back to the OS (engine/heap.py)
+            self._assigned_bytes += sum(a.nbytes for a in checked.values())
 
     def _store(self, checked) -> None:
         variables = self.program.variables
@@ -362,6 +367,9 @@ class Executable:
         checked = self._checked(named_feeds(list(self._vars), feeds, kwargs))
         if not self._copy:
             self._note_sharing()
+        if self._assigned_bytes >= TRIM_AFTER_BYTES:
+            self._assigned_bytes = 0
+            release_free_heap()
         guard, committed = InterruptGuard(), False
         try:
             guard.__enter__()
