@@ -47,7 +47,11 @@ BIND_BYTES_PER_READER = 1 << 20
 
 class RunContext:
     """State kernels read at run time: the random generator (seedable) and the
-    scratch of streamed kernels."""
+    scratch of streamed kernels; ``kernels``: the program's kernel choice
+    (``"numpy"`` or ``"generated"``), which a NumPy kernel may read to take a
+    faster, not bit-exact form (:func:`.cpu_kernels.sigmoid`)."""
+
+    kernels = "numpy"
 
     def __init__(self, seed=None, scratch_slots: int = 1):
         self.rng = np.random.Generator(np.random.PCG64(seed))
@@ -182,6 +186,7 @@ class CpuProgram(Program):
     def __init__(self, graph, live, plan, seed=None, scratch_slots: int = 1,
                  kernels: str = "numpy"):
         self.ctx = RunContext(seed, scratch_slots)
+        self.ctx.kernels = kernels
         self.bind(graph, live, plan)
         values = self.values
         self._live, self._kernel_choice = live, kernels

@@ -43,6 +43,17 @@ def ufunc(op, ins, out, ctx):
     return partial(reference_function(op.kind), *ins, out)
 
 
+def sigmoid(op, ins, out, ctx):
+    """``scipy.special.expit`` (the reference); on the generated engine
+    (``ctx.kernels``) the vectorised form of :mod:`.vector_sigmoid` where it applies."""
+    if getattr(ctx, "kernels", "numpy") == "generated":
+        from .vector_sigmoid import vector_sigmoid
+        kernel = vector_sigmoid(ins[0], out)
+        if kernel is not None:
+            return kernel
+    return ufunc(op, ins, out, ctx)
+
+
 def relu(op, ins, out, ctx):
     # a zero of x's own dtype: a Python 0 would promote bool to int64
     return partial(np.maximum, ins[0], ins[0].dtype.type(0), out=out)

@@ -173,7 +173,7 @@ define(
               g, ns.multiply(ns.exp(ns.negative(ns.square(x))), _TWO_OVER_SQRT_PI)),
           onnx="Erf"),
     # scipy.special.expit's formula: 1 / (1 + exp(-x)) in the input's precision
-    unary("sigmoid", reference="scipy.special.expit",
+    unary("sigmoid", reference="scipy.special.expit", kernel=kernels.sigmoid,
           expr={"f": "({T})1 / (({T})1 + exp{m}(-{0}))"},
           numba={"f": "{T}(1) / ({T}(1) + np.exp(-{0}))"},
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.multiply(y, ns.subtract(1.0, y))),
