@@ -120,9 +120,14 @@ def test_every_path_runs_the_one_decomposition(case, kind):
     a, b = (np.ones(s, np.float32) for s in operand_shapes(kind, case))
     with recorded_decompositions() as runs:
         three_paths(kind, case, a, b)
-    assert [ns for ns, _ in runs] == [BindingNamespace, BindingNamespace, NodeNamespace]
-    eager, unoptimised, lowered = (applied for _, applied in runs)
-    assert eager == unoptimised
+    # eager, the unoptimised graph's kernel (built a second time where it takes a
+    # workspace: once more on the program's shared arena), then the lowering
+    names = [ns for ns, _ in runs]
+    assert names[0] is BindingNamespace and names[-1] is NodeNamespace
+    assert names[1:-1] in ([BindingNamespace], [BindingNamespace] * 2)
+    eager, lowered = runs[0][1], runs[-1][1]
+    for _, unoptimised in runs[1:-1]:
+        assert eager == unoptimised
     # the lowered operands are computed values: the same shapes, other nodes
     assert lowered == eager
     assert any(op.kind == "matmul" for op, _ in eager)

@@ -58,6 +58,58 @@ class RunContext:
         self._slots = [None] * max(int(scratch_slots), 1)
         self.scratch_taken: list[int] = []   # the slot of every scratch handed out
         self._replay: list[int] = []         # slots a rebuilt kernel takes again
+        # workspaces (see workspace()): None until the program turns them on
+        self._arenas = None
+        self._arena_need = [0] * len(self._slots)
+        self._kernel_slot, self._offset, self.short = None, 0, False
+
+    def use_workspaces(self) -> None:
+        """Serve :meth:`workspace` from per-slot arenas (a :class:`CpuProgram` does)."""
+        self._arenas = [None] * len(self._slots)
+
+    def begin_kernel(self) -> None:
+        """The next workspaces belong to a new kernel: they start at the arena's start."""
+        self._kernel_slot, self._offset, self.short = None, 0, False
+
+    def workspace(self, shape, dtype) -> np.ndarray:
+        """An uninitialised array a kernel fills and uses within each of its calls (a
+        strided image's phases, a pooling gradient's masks): a view of its slot's
+        arena, which every kernel of that slot shares, since they never run at once
+        (the slot counts as the kernel's scratch for the parallel schedules). Until the
+        arena exists, or where it is too small, a new array, and ``short`` tells the
+        program to build the kernel again once the arenas are made at the size the
+        largest kernel asked for (:meth:`make_arenas`).
+
+        Example: ``masks = ctx.workspace(y.shape, np.bool_)``"""
+        dtype = np.dtype(dtype)
+        nbytes = -(-math.prod(shape) * dtype.itemsize // ALIGN) * ALIGN
+        if self._arenas is None:
+            return np.empty(shape, dtype)
+        if self._kernel_slot is None:
+            if self._replay:
+                self._kernel_slot = self._replay.pop(0)
+            else:
+                self._kernel_slot = len(self.scratch_taken) % len(self._slots)
+                self.scratch_taken.append(self._kernel_slot)
+        slot, start = self._kernel_slot, self._offset
+        self._offset += nbytes
+        self._arena_need[slot] = max(self._arena_need[slot], self._offset)
+        arena = self._arenas[slot]
+        if arena is None or self._offset > arena.nbytes:
+            self.short = True
+            return np.empty(shape, dtype)
+        return arena[start:start + math.prod(shape) * dtype.itemsize].view(dtype).reshape(shape)
+
+    def make_arenas(self) -> None:
+        """Make each slot's arena at the largest size one kernel asked of it."""
+        for slot, need in enumerate(self._arena_need):
+            if need and (self._arenas[slot] is None or self._arenas[slot].nbytes < need):
+                self._arenas[slot] = aligned_bytes(need)
+
+    @property
+    def workspace_bytes(self) -> int:
+        """Bytes of the workspace arenas (outside the memory plan)."""
+        return sum(a.nbytes for a in self._arenas or () if a is not None)
 
     def scratch(self, nbytes: int) -> np.ndarray:
         """A scratch buffer shared by the kernels of this context: the chunk buffer of
@@ -196,10 +248,13 @@ class CpuProgram(Program):
         self.generated = 0
         # a parallel schedule already keeps every core busy: one thread per kernel
         self._threaded = scratch_slots == 1
-        for n in live.steps:
+        self.ctx.use_workspaces()
+        short = []                # kernels built before their slot's arena was big enough
+        for i, n in enumerate(live.steps):
             ins = [values[id(p)] for p in n.parents]
             out = values[id(n)]
             taken = len(self.ctx.scratch_taken)
+            self.ctx.begin_kernel()
             if id(n) in live.views:
                 self.kernels.append(None)  # a view of its parent's array: nothing to run
             elif (n.op.kind in _ELIDABLE and ins[0].dtype == out.dtype
@@ -209,8 +264,23 @@ class CpuProgram(Program):
                 kernel, generated = self._build(n, ins, out)
                 self.generated += generated
                 self.kernels.append(kernel)
+                if self.ctx.short:
+                    short.append(i)
             self._slots_taken.append(self.ctx.scratch_taken[taken:])
             self.scratch_slots.append(sorted(set(self._slots_taken[-1])))
+        # one arena per slot, the size of the largest kernel's workspaces: the few
+        # kernels that have any are built again on it (ResNet50's training step: 43 MiB
+        # of phases and masks, one array each, become one 6 MiB arena)
+        self.ctx.make_arenas()
+        for i in short:
+            n = live.steps[i]
+            self.ctx._replay = list(self._slots_taken[i])
+            self.ctx.begin_kernel()
+            try:
+                self.kernels[i] = self._build(n, [values[id(p)] for p in n.parents],
+                                              values[id(n)])[0]
+            finally:
+                self.ctx._replay = []
         self._inputs = {v.name: v for v in graph.inputs}
         self._own = {}            # step -> the kernel it has on the variables' arrays
         self._bound = {}          # input -> the caller's array its readers read
@@ -322,6 +392,7 @@ class CpuProgram(Program):
                 continue
             ins = [seen.get(id(p), self.values[id(p)]) for p in n.parents]
             self.ctx._replay = list(self._slots_taken[i])
+            self.ctx.begin_kernel()
             try:
                 self.kernels[i].kernel = self._build(n, ins, self.values[id(n)])[0]
             finally:

@@ -68,12 +68,20 @@ def _conv_hw(in_hw, kernel, op):
             conv_output_size(in_hw[1], kernel[1], sw, pw, dw))
 
 
-def _contiguous(a, prelude):
+def _work(ctx, shape, dtype) -> np.ndarray:
+    """An array a kernel fills and uses within each call: the run context's shared
+    workspace (:meth:`~.cpu.RunContext.workspace`) where there is one, else its own."""
+    if ctx is not None and hasattr(ctx, "workspace"):
+        return ctx.workspace(shape, dtype)
+    return np.empty(shape, dtype)
+
+
+def _contiguous(a, prelude, ctx=None):
     """``a`` when C-contiguous (so its reshapes are views), else a scratch copy
     refreshed by a step appended to ``prelude``."""
     if a.flags.c_contiguous:
         return a
-    copy = np.empty(a.shape, a.dtype)
+    copy = _work(ctx, a.shape, a.dtype)
     prelude.append(partial(np.copyto, copy, a))
     return copy
 
@@ -87,7 +95,7 @@ def _shaped(a, shape):
 
 
 # -- im2col / col2im -------------------------------------------------------------------------
-def im2col_steps(x, cols, kernel, op, out_hw, layout="batch"):
+def im2col_steps(x, cols, kernel, op, out_hw, layout="batch", ctx=None):
     """Steps filling ``cols`` with the windows of ``x`` (N, C, H, W): rows ordered
     ``(C, kh, kw)``; ``layout="batch"`` gives ``(N, C*kh*kw, OH*OW)``, ``"flat"``
     ``(C*kh*kw, N*OH*OW)``. One strided copy per tap plus zeros on its padding.
@@ -105,7 +113,7 @@ def im2col_steps(x, cols, kernel, op, out_hw, layout="batch"):
     row_taps = _axis_taps(out_hw[0], h, kh, sh, top, dh)
     col_taps = _axis_taps(out_hw[1], w, kw, sw, left, dw)
     taps = [(i, j, r, c) for i, r in enumerate(row_taps) for j, c in enumerate(col_taps)]
-    steps, read = _phases(src, taps, (sh, sw), kh * kw)
+    steps, read = _phases(src, taps, (sh, sw), kh * kw, ctx)
     for i, j, (lo_h, hi_h, rows), (lo_w, hi_w, cs) in taps:
         if rows is not None and cs is not None:
             steps.append(partial(np.copyto, view[i, j][..., lo_h:hi_h, lo_w:hi_w],
@@ -121,7 +129,7 @@ def im2col_steps(x, cols, kernel, op, out_hw, layout="batch"):
     return steps
 
 
-def _phases(src, taps, stride, n_taps):
+def _phases(src, taps, stride, n_taps, ctx=None):
     """``(steps, read)``: ``read(rows, cols)`` gives the cells of one tap. With a
     stride, a tap reads every ``s``-th cell, a copy NumPy runs 3-4x slower than a
     unit-stride one; when there are more taps than stride phases, the image is
@@ -136,7 +144,7 @@ def _phases(src, taps, stride, n_taps):
             key = (rows.start % sh, cols.start % sw)
             if key not in phases:
                 part = src[..., key[0]::sh, key[1]::sw]
-                phases[key] = np.empty(part.shape, part.dtype)
+                phases[key] = _work(ctx, part.shape, part.dtype)
                 steps.append(partial(np.copyto, phases[key], part))
 
     def read(rows, cols):
@@ -148,13 +156,13 @@ def _phases(src, taps, stride, n_taps):
     return steps, read
 
 
-def col2im_steps(cols, out, kernel, op, out_hw):
+def col2im_steps(cols, out, kernel, op, out_hw, ctx=None):
     """Steps writing into ``out`` (N, C, H, W) the sum of the windows held in ``cols``
     (``batch`` layout): zero it, then one strided add per tap.
     Example: ``for step in col2im_steps(cols, dx, (3, 3), op, (oh, ow)): step()``"""
     n, c, h, w = out.shape
     steps = []
-    view = _contiguous(cols, steps).reshape(n, c, kernel[0], kernel[1], *out_hw)
+    view = _contiguous(cols, steps, ctx).reshape(n, c, kernel[0], kernel[1], *out_hw)
     steps.append(partial(out.fill, 0))
     for i, j, region, rows, cs in _real_taps((h, w), out_hw, kernel, op["stride"],
                                              op["padding"], op["dilation"]):
@@ -167,13 +175,13 @@ def im2col(op, ins, out, ctx):
     x = ins[0]
     kernel = op["kernel"]
     return run_all(im2col_steps(x, out, kernel, op, _conv_hw(x.shape[2:], kernel, op),
-                                 op["layout"]))
+                                 op["layout"], ctx))
 
 
 def col2im(op, ins, out, ctx):
     kernel = op["kernel"]
     return run_all(col2im_steps(ins[0], out, kernel, op,
-                                 _conv_hw(out.shape[2:], kernel, op)))
+                                 _conv_hw(out.shape[2:], kernel, op), ctx))
 
 
 # -- pooling --------------------------------------------------------------------------------
@@ -230,8 +238,7 @@ def max_pool2d_backward(op, ins, out, ctx):
     ``signbit``) writes wrong values into a strided ``out=`` of 16 or more elements,
     which each tap's region of the match mask is; comparisons are not affected."""
     x, y, g = ins
-    claimed, match = np.empty(y.shape, np.bool_), np.empty(y.shape, np.bool_)
-    y_nan, x_nan = np.empty(y.shape, np.bool_), np.empty(y.shape, np.bool_)
+    claimed, match, y_nan, x_nan = (_work(ctx, y.shape, np.bool_) for _ in range(4))
     plain = [partial(out.fill, 0), partial(claimed.fill, False)]
     with_nan = list(plain)
     for _, _, region, rows, cs in _pool_taps(op, x.shape, y.shape):
@@ -265,7 +272,7 @@ def avg_pool2d(op, ins, out, ctx):
 def avg_pool2d_backward(op, ins, out, ctx):
     g = ins[0]
     counts = pool_counts(op, out.shape[2:], g.shape[2:], out.dtype)
-    share = np.empty(g.shape, g.dtype)
+    share = _work(ctx, g.shape, g.dtype)
     steps = [partial(np.divide, g, counts, share), partial(out.fill, 0)]
     for _, _, region, rows, cs in _pool_taps(op, out.shape, g.shape):
         dst = out[..., rows, cs]
@@ -298,7 +305,7 @@ def lrn(op, ins, out, ctx):
     """``x / (k + alpha / size * sum of x^2 over the window) ** beta``."""
     x = ins[0]
     size, alpha, beta, k = op["size"], op["alpha"], op["beta"], op["k"]
-    squares = np.empty(x.shape, x.dtype)
+    squares = _work(ctx, x.shape, x.dtype)
     steps = [partial(np.multiply, x, x, squares)]
     steps += _window_sum(squares, out, _lrn_window(size))
     steps += [partial(np.multiply, out, alpha / size, out), partial(np.add, out, k, out),
@@ -312,7 +319,7 @@ def lrn_backward(op, ins, out, ctx):
     hold j of g_c x_c D_c^(-beta-1)``."""
     x, g = ins
     size, alpha, beta, k = op["size"], op["alpha"], op["beta"], op["k"]
-    a, b = np.empty(x.shape, x.dtype), np.empty(x.shape, x.dtype)
+    a, b = _work(ctx, x.shape, x.dtype), _work(ctx, x.shape, x.dtype)
     steps = [partial(np.multiply, x, x, a)]
     steps += _window_sum(a, b, _lrn_window(size))
     steps += [partial(np.multiply, b, alpha / size, b), partial(np.add, b, k, b),   # D
