@@ -1,6 +1,7 @@
 """What the benchmark scripts share: fresh child processes, a progress bar, JSON results."""
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -8,6 +9,19 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+
+
+def machine(**extra) -> dict:
+    """The machine a result was measured on (platform, cores, Python), plus ``extra``."""
+    return {"platform": platform.platform(), "cpus": os.cpu_count(),
+            "python": platform.python_version(), **extra}
+
+
+def write_markdown(text: str, path: str) -> None:
+    """Write a table (markdown ``text``) to ``path``, creating its folder."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text + "\n")
 
 
 def write_json(result: dict, path: str) -> None:
@@ -56,3 +70,10 @@ def median_time(fn, repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def default_repeats(quick: bool) -> dict:
+    """Timed steps per process for each model case (``_cases.CASES``): fewer for the
+    slow training step, and fewer still with ``--quick``."""
+    return {"inceptionv3_infer": 5 if quick else 20, "resnet50_infer": 5 if quick else 20,
+            "resnet50_train": 2 if quick else 5, "mnist_train": 5 if quick else 20}

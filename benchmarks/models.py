@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _report import progress as _progress, run_child, write_json  # noqa: E402
+from _report import default_repeats, machine, progress as _progress, run_child, write_json, write_markdown  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 MIB = 1 << 20
@@ -178,11 +177,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     rounds = args.rounds or (1 if args.quick else 3)
-    default_repeats = {"inceptionv3_infer": 5 if args.quick else 20,
-                       "resnet50_infer": 5 if args.quick else 20,
-                       "resnet50_train": 2 if args.quick else 5,
-                       "mnist_train": 5 if args.quick else 20}
-    repeats = {c: args.repeats or default_repeats[c] for c in args.cases}
+    repeats = {c: args.repeats or default_repeats(args.quick)[c] for c in args.cases}
     started = time.time()
     results = measure_all(args.cases, rounds, repeats, args.seed)
     rows = [summarise(c, results[c]) for c in args.cases]
@@ -197,11 +192,8 @@ def main(argv=None):
 
     text = table(rows, accuracy)
     print(text)
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, "models.md"), "w") as f:
-        f.write(text + "\n")
-    write_json({"machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                            "python": platform.python_version()},
+    write_markdown(text, os.path.join(RESULTS, "models.md"))
+    write_json({"machine": machine(),
                 "quick": args.quick, "rounds": rounds, "repeats": repeats,
                 "seconds": time.time() - started, "rows": rows, "accuracy": accuracy,
                 "runs": {c: {m: [{k: v for k, v in r.items() if k != "live_bytes"} for r in runs]

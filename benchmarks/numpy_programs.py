@@ -34,7 +34,6 @@ import argparse
 import importlib.util
 import math
 import os
-import platform
 import sys
 import time
 
@@ -43,7 +42,7 @@ sys.path.insert(0, HERE)
 
 from _numpy_programs_child import contention_note  # noqa: E402
 from _programs import PROGRAMS  # noqa: E402
-from _report import progress, run_child, write_json  # noqa: E402
+from _report import machine, progress, run_child, write_json, write_markdown  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 ENGINES = ("numpy", "graphc-generated", "graphc-numpy", "jax")
@@ -167,11 +166,8 @@ def main(argv=None):
     if args.scale != 1.0:
         text += f"\n\nEvery input axis scaled by {args.scale}: the titles give the full sizes."
     print(text)
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, "numpy_programs.md"), "w") as f:
-        f.write(text + "\n")
-    write_json({"machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                            "python": platform.python_version()},
+    write_markdown(text, os.path.join(RESULTS, "numpy_programs.md"))
+    write_json({"machine": machine(),
                 "quick": args.quick, "rounds": rounds, "repeats": repeats, "scale": args.scale,
                 "engines": list(engines), "seconds": time.time() - started,
                 "other_processes_cores_max": contention,

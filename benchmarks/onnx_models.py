@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -42,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from _numpy_programs_child import contention_note  # noqa: E402
-from _report import progress, run_child, write_json  # noqa: E402
+from _report import machine, progress, run_child, write_json  # noqa: E402
 from export_zoo import DEFAULT_OUT, read_manifest  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
@@ -288,8 +287,7 @@ def main(argv=None):
             profile_text(profiles, rows)
     print(text)
     timed = [r["time_ratio"] for r in rows if r["time_ratio"] is not None]
-    write_json({"machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                            "python": platform.python_version()},
+    write_json({"machine": machine(),
                 "zoo": args.zoo, "zoo_manifest": read_manifest(args.zoo) if args.zoo else None,
                 "rounds": rounds, "repeats": repeats, "threads": args.threads,
                 "geomean_time_ratio": geomean(timed), "rows": rows, "checks": checks,

@@ -37,7 +37,6 @@ import argparse
 import importlib.util
 import math
 import os
-import platform
 import sys
 import time
 
@@ -45,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from _numpy_programs_child import contention_note  # noqa: E402
-from _report import progress, run_child, write_json  # noqa: E402
+from _report import default_repeats, machine, progress, run_child, write_json, write_markdown  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 MIB = 1 << 20
@@ -168,11 +167,7 @@ def main(argv=None):
                          "see docs/benchmarks-peers.md)")
     env = child_env(args.threads, args.kernels)
     rounds = args.rounds or (1 if args.quick else 3)
-    default_repeats = {"inceptionv3_infer": 5 if args.quick else 20,
-                       "resnet50_infer": 5 if args.quick else 20,
-                       "resnet50_train": 2 if args.quick else 5,
-                       "mnist_train": 5 if args.quick else 20}
-    repeats = {c: args.repeats or default_repeats[c] for c in args.cases}
+    repeats = {c: args.repeats or default_repeats(args.quick)[c] for c in args.cases}
     started = time.time()
     checks = {} if args.no_check else check_all(args.cases, args.seed, args.threads, env)
     results = measure_all(args.cases, rounds, repeats, args.seed, args.threads, env)
@@ -182,12 +177,9 @@ def main(argv=None):
                                        for rs in runs.values() for r in rs)
     text += note
     print(text)
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, "torch_peers.md"), "w") as f:
-        f.write(text + "\n")
+    write_markdown(text, os.path.join(RESULTS, "torch_peers.md"))
     torch_version = results[args.cases[0]]["torch"][-1].get("torch")
-    write_json({"machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                            "python": platform.python_version(), "torch": torch_version},
+    write_json({"machine": machine(torch=torch_version),
                 "quick": args.quick, "rounds": rounds, "repeats": repeats,
                 "threads": args.threads, "kernels": args.kernels or "default",
                 "seconds": time.time() - started,
