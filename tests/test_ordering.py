@@ -219,3 +219,26 @@ def test_an_unknown_order_is_refused_before_any_work():
     x = N.var("x", (3,))
     with pytest.raises(ValueError, match=r"unknown order 'bfs'.*\['memory', 'dfs'\]"):
         graphc.compile([x], N.exp(x), order="bfs")
+
+
+def test_updates_last_or_early():
+    """Updates computed into their variables run after every other step ("last"),
+    or right after their variable's last reader ("early"); both are topological
+    and give the same results; an unknown placement is refused."""
+    x, w1, w2 = N.var("x", (4, 4)), N.var("w1", (4, 4)), N.var("w2", (4, 4))
+    h = N.tanh(x @ w1)
+    y = h @ w2
+    dw1 = N.transpose(x) @ (y @ N.transpose(w2))
+    g = Graph([x, w1, w2], [N.sum(y)], {w2: w2 - N.transpose(h) @ y, w1: w1 - dw1})
+    updates = {id(v) for _, v in g.updates}
+    for place in ("last", "early"):
+        order = memory_order(g, updates=place)
+        assert_topological(order, g)
+        positions = [k for k, n in enumerate(order) if id(n) in updates]
+        computed = [k for k, n in enumerate(order) if n.parents]
+        if place == "last":
+            assert positions == computed[-len(positions):]
+        else:
+            assert positions[0] < computed[-len(positions)]
+    with pytest.raises(ValueError, match="updates must be one of"):
+        memory_order(g, updates="first")
