@@ -54,9 +54,11 @@ NUMBA_TYPES = {"float32": ("float32", "f32", "f"), "float64": ("float64", "f64",
 NUMBA_EXPRESSIONS: dict = {}
 
 #: calls LLVM turns into vector instructions; any other function call in a kernel
-#: (the C library's ``expf``, ``tanh``...) runs one element at a time
+#: (the C library's ``expf``, ``tanh``...) runs one element at a time. ``graphc_erf``
+#: is arithmetic on float32; on float64 it calls the C library, but so does scipy's
+#: erf, the NumPy kernel, so generating it loses nothing there
 VECTORISED_CALLS = frozenset({"np.sqrt", "np.abs", "np.floor", "np.ceil", "np.rint",
-                              "graphc_max", "graphc_min", "graphc_clip"})
+                              "graphc_max", "graphc_min", "graphc_clip", "graphc_erf"})
 _CALL = re.compile(r"\b([A-Za-z_][\w.]*)\(")
 
 
@@ -133,32 +135,53 @@ def _loops(rank: int, parallel: bool):
     return lines, ", ".join(f"i{d}" for d in range(rank)), 3
 
 
-def kernel_body(op, in_dtypes, out_dtype, rank: int, scalars, parallel: bool) -> list:
+def kernel_body(op, in_dtypes, out_dtype, rank: int, scalars, parallel: bool,
+                rows=()) -> list:
     """The lines of one kernel function (see :func:`kernel_source`)."""
     names = [f"a{k}" for k in range(len(in_dtypes))]
     exprs = program_lines(DIALECT, op, names, in_dtypes, out_dtype)
     args = ", ".join(["out"] + [f"x{k}" for k in range(len(in_dtypes))])
     header, index, depth = _loops(rank, parallel)
     pad = "    " * depth
+    rows = tuple(k for k in rows if k not in scalars) if rank > 1 else ()
     lines = [f"def {'parallel' if parallel else 'serial'}({args}):"]
     lines += [f"    a{k} = x{k}[0]" for k in scalars]
-    lines += header
-    lines += [f"{pad}a{k} = x{k}[{index}]" for k in range(len(in_dtypes)) if k not in scalars]
+    lines += header[:-1]
+    # an input constant along the innermost dimension (a per-channel bias) is read once
+    # per row: left in the inner loop, its zero stride keeps LLVM from vectorising it
+    outer = ", ".join(index.split(", ")[:-1] + ["0"])
+    lines += [f"{pad[:-4]}a{k} = x{k}[{outer}]" for k in rows]
+    lines.append(header[-1])
+    lines += [f"{pad}a{k} = x{k}[{index}]" for k in range(len(in_dtypes))
+              if k not in scalars and k not in rows]
     lines += [f"{pad}acc = {e}" for e in exprs]
     lines.append(f"{pad}out[{index}] = acc")
     return lines
 
 
-def kernel_source(op, in_dtypes, out_dtype, rank: int, scalars) -> str:
+def kernel_source(op, in_dtypes, out_dtype, rank: int, scalars, rows=()) -> str:
     """A module of two kernels computing ``op`` (a fused program or one elementwise
     op): ``serial(out, x0, ...)`` and ``parallel(...)``, the same loop over an
     output of ``rank`` dimensions with the outer ones split across threads.
-    ``scalars`` are the positions of single-element inputs.
+    ``scalars`` are the positions of single-element inputs, ``rows`` those constant
+    along the innermost dimension (read once per row).
     :class:`NotImplementedError` names an unsupported kind or dtype.
+
+    >>> from graphc.type import Op
+    >>> body = kernel_body(Op.make("add"), ["float32"] * 2, "float32", 2, (), False, (1,))
+    >>> print("\\n".join(body[1:]))
+        n0, n1 = out.shape
+        for o in range(n0):
+            i0 = o
+            a1 = x1[i0, 0]
+            for i1 in range(n1):
+                a0 = x0[i0, i1]
+                acc = a0 + a1
+                out[i0, i1] = acc
     """
     in_dtypes = [DIALECT.dtype_name(op.kind, d) for d in in_dtypes]
     out_dtype = DIALECT.dtype_name(op.kind, out_dtype)
-    scalars = tuple(sorted(scalars))
+    scalars, rows = tuple(sorted(scalars)), tuple(sorted(rows))
     header = [f"# graphc generated kernel, generator version {GENERATOR_VERSION}",
               "import math", "import numpy as np", "from numba import njit, prange",
               "from graphc.engine.numba_prelude import *", ""]
@@ -166,7 +189,8 @@ def kernel_source(op, in_dtypes, out_dtype, rank: int, scalars) -> str:
     for parallel in (False, True):
         functions.append(f"@njit(parallel={parallel}, error_model='numpy', nogil=True, "
                          "cache=True)")
-        functions += kernel_body(op, in_dtypes, out_dtype, rank, scalars, parallel) + [""]
+        functions += kernel_body(op, in_dtypes, out_dtype, rank, scalars, parallel,
+                                 rows) + [""]
     return "\n".join(header + functions)
 
 

@@ -254,9 +254,10 @@ def generated_kernel(op, ins, out, parallel: bool):
     in_strides = [element_strides(a, out.shape) for a in ins]
     scalars = tuple(k for k, s in enumerate(in_strides) if s is None)
     shape, strides = geometry(in_strides, out.shape)
+    rows = tuple(k for k, s in enumerate(strides) if s is not None and s[-1] == 0)
     try:
         source = codegen.kernel_source(op, [a.dtype for a in ins], out.dtype, len(shape),
-                                       scalars)
+                                       scalars, rows)
     except NotImplementedError:
         return None
     module = _load(source)
