@@ -136,6 +136,9 @@ LAYOUT_CASES = {
     "channels_last": ((2, 24, 7, 7), (24, 1, 3, 3), dict(stride=1, padding=1, groups=24)),
     "channels_last_strided": ((1, 40, 13, 13), (40, 1, 3, 3),
                               dict(stride=2, padding=1, groups=40)),
+    "padded": ((2, 16, 15, 17), (16, 1, 3, 3), dict(stride=1, padding=1, groups=16)),
+    "padded_uneven": ((1, 8, 12, 20), (8, 1, 5, 3),
+                      dict(stride=1, padding=((2, 1), (0, 3)), dilation=(1, 2), groups=8)),
 }
 
 
@@ -146,7 +149,7 @@ def test_layout_cases_cover_every_layout():
         shape = geometry(node.op, [np.empty(x), np.empty(w)], np.empty(node.shape))
         found.add(builders.layout(shape, depthwise=w[1] == 1 and w[0] == options["groups"]))
     assert found == {builders.ROWS, builders.SHIFTED, builders.PHASES,
-                     builders.CHANNELS_LAST}
+                     builders.CHANNELS_LAST, builders.PADDED}
 
 
 def layout_shapes(name):

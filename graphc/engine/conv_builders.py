@@ -37,8 +37,9 @@ _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 # -- the plan of a node: layout, tap table, scratch -------------------------------------
 #: the layouts: tap rows from image rows; shifted image planes; shifted phase planes;
-#: channels last (depthwise, small images: vectors along the channels)
-ROWS, SHIFTED, PHASES, CHANNELS_LAST = 0, 1, 2, 3
+#: channels last (depthwise, small images: vectors along the channels); zero-padded
+#: planes (depthwise forward, stride 1: :mod:`.numba_depthwise`)
+ROWS, SHIFTED, PHASES, CHANNELS_LAST, PADDED = 0, 1, 2, 3, 4
 
 #: the most result cells per image of a depthwise convolution that runs channels last:
 #: a plane that small costs more in loop set-up than in arithmetic (MobileNet's 7x7
@@ -56,20 +57,25 @@ BLOCK = 2048
 def layout(geometry, depthwise: bool = False, gradient: bool = False) -> int:
     """How the kernels walk a convolution of this geometry: :data:`CHANNELS_LAST` for a
     ``depthwise`` one (one input and one output channel per group) with a small result
-    (the input gradient: with stride 1); else :data:`SHIFTED` with stride 1 and rows as
-    wide as the result's; :data:`PHASES` (not the input ``gradient``) where a phase
-    row fits a result row; else :data:`ROWS`.
+    (the input gradient: with stride 1); :data:`PADDED` for a larger depthwise one
+    with stride 1 (not the input ``gradient``); else :data:`SHIFTED` with stride 1 and
+    rows as wide as the result's; :data:`PHASES` (not the input ``gradient``) where a
+    phase row fits a result row; else :data:`ROWS`.
 
     >>> layout((8, 8, 8, 8, 1, 1, 1, 1, 1, 1)), layout((8, 8, 4, 4, 2, 2, 1, 1, 1, 1))
     (1, 2)
     >>> layout((8, 8, 4, 4, 2, 2, 1, 1, 1, 1), depthwise=True)
     3
+    >>> layout((14, 14, 14, 14, 1, 1, 1, 1, 1, 1), depthwise=True)
+    4
     """
     height, width, out_h, out_w, sh, sw = geometry[:6]
     stride_one = sh == 1 and sw == 1
     small = (height * width if gradient else out_h * out_w) <= CHANNELS_LAST_CELLS
     if depthwise and small and (stride_one or not gradient):
         return CHANNELS_LAST
+    if depthwise and stride_one and not gradient:
+        return PADDED
     if stride_one and width == out_w:
         return SHIFTED
     if not gradient and -(-width // sw) <= out_w:
@@ -91,6 +97,9 @@ def scratch_cells(geometry, kernel_shape, mode: int, channels: int, chunks: int)
         return cg * sh * sw * -(-height // sh) * out_w
     if mode == CHANNELS_LAST:
         return (height * width + out_h * out_w + kh * kw) * channel_block(channels, chunks)
+    if mode == PADDED:
+        from .numba_depthwise import padded_cells
+        return int(padded_cells(geometry, kh, kw))
     return 1
 
 
@@ -245,6 +254,14 @@ def conv_kernel(op, ins, out, ctx, threaded: bool):
     depthwise = op.kind != "conv2d_backward_kernel" and kernel_shape[1] == 1 \
         and kernel_shape[0] == op["groups"]
     mode = layout(shape, depthwise, gradient)
+    if mode == PADDED:
+        from .numba_depthwise import depthwise2d
+        args = [_read_only(ins[0], True), _read_only(ins[1], False),
+                out.reshape(out.shape[0], out.shape[1], -1),
+                _scratch(ctx, chunks, scratch_cells(shape, kernel_shape, mode, 1, chunks),
+                         out.dtype), shape, threaded]
+        load_compiled(depthwise2d, tuple(numba.typeof(a) for a in args))
+        return partial(depthwise2d, *args)
     taps = tap_table(shape, kernel_shape[2:], mode,
                      mirrored=gradient and mode in (SHIFTED, CHANNELS_LAST))
     taps.flags.writeable = False
