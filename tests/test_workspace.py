@@ -67,3 +67,38 @@ def test_a_context_without_arenas_hands_out_arrays_of_their_own():
     a, b = ctx.workspace((3, 4), np.float32), ctx.workspace((3, 4), np.float32)
     assert a.shape == (3, 4) and not np.shares_memory(a, b)
     assert ctx.workspace_bytes == 0
+
+
+@pytest.mark.parametrize("layout", ["batch", "flat"])
+def test_a_batch_s_phases_are_split_a_block_of_images_at_a_time(layout, monkeypatch):
+    """With room for one image's phases the batch is split image by image into one
+    buffer: the columns are those of a whole-batch split, in a workspace of one
+    image's phases."""
+    from graphc.engine import neural_kernels
+    from graphc.type import Op
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 2, 9, 11))
+    op = Op.make("im2col", kernel=(3, 3), stride=(2, 2), padding=((1, 1), (1, 0)),
+                 dilation=(1, 1), layout=layout)
+    out_hw = (5, 5)
+    shape = (3, 18, 25) if layout == "batch" else (18, 75)
+
+    def columns():
+        ctx = RunContext()
+        ctx.use_workspaces()
+        ctx.begin_kernel()
+        cols = np.full(shape, np.nan)
+        for step in neural_kernels.im2col_steps(x, cols, (3, 3), op, out_hw, layout, ctx):
+            step()
+        return cols, ctx._arena_need[0]
+
+    whole, whole_bytes = columns()
+    monkeypatch.setattr(neural_kernels, "PHASE_BYTES", 1)
+    blocks, block_bytes = columns()
+    np.testing.assert_array_equal(blocks, whole)
+    assert not np.isnan(whole).any()
+    assert block_bytes < whole_bytes / 2            # one image's phases, not three
+    # and the columns are the windows: tap (1, 1) of image 2, channel 1 is x[2, 1, ::2, 1::2]
+    taps = whole.reshape(3, 2, 3, 3, 5, 5) if layout == "batch" else \
+        whole.reshape(2, 3, 3, 3, 5, 5).transpose(3, 0, 1, 2, 4, 5)
+    np.testing.assert_array_equal(taps[2, 1, 1, 1], x[2, 1, ::2, 0::2][:5, :5])

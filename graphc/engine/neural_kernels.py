@@ -113,11 +113,15 @@ def im2col_steps(x, cols, kernel, op, out_hw, layout="batch", ctx=None):
     row_taps = _axis_taps(out_hw[0], h, kh, sh, top, dh)
     col_taps = _axis_taps(out_hw[1], w, kw, sw, left, dw)
     taps = [(i, j, r, c) for i, r in enumerate(row_taps) for j, c in enumerate(col_taps)]
-    steps, read = _phases(src, taps, (sh, sw), kh * kw, ctx)
-    for i, j, (lo_h, hi_h, rows), (lo_w, hi_w, cs) in taps:
-        if rows is not None and cs is not None:
-            steps.append(partial(np.copyto, view[i, j][..., lo_h:hi_h, lo_w:hi_w],
-                                 read(rows, cs)))
+    axis = 1 if layout == "flat" else 0           # the images' axis of src and view[i, j]
+    steps = []
+    for images, split, read in _phases(src, taps, (sh, sw), kh * kw, axis, ctx):
+        steps += split
+        for i, j, (lo_h, hi_h, rows), (lo_w, hi_w, cs) in taps:
+            if rows is not None and cs is not None:
+                block = view[i, j][(slice(None),) * axis + (images,)]
+                steps.append(partial(np.copyto, block[..., lo_h:hi_h, lo_w:hi_w],
+                                     read(rows, cs)))
     # a padding row of tap row i is padding for every j (and a column for every i):
     # 2 * (kh + kw) fills, not up to 4 per tap
     for i, (lo, hi, _) in enumerate(row_taps):
@@ -129,31 +133,54 @@ def im2col_steps(x, cols, kernel, op, out_hw, layout="batch", ctx=None):
     return steps
 
 
-def _phases(src, taps, stride, n_taps, ctx=None):
-    """``(steps, read)``: ``read(rows, cols)`` gives the cells of one tap. With a
-    stride, a tap reads every ``s``-th cell, a copy NumPy runs 3-4x slower than a
-    unit-stride one; when there are more taps than stride phases, the image is
-    first split once into its ``sh * sw`` phases (``src[..., p::sh, q::sw]``, a
-    scratch the size of the image) and every tap reads one phase at unit stride."""
-    sh, sw = stride
-    if sh * sw == 1 or n_taps <= sh * sw:
-        return [], lambda rows, cols: src[..., rows, cols]
-    phases, steps = {}, []
-    for _, _, (_, _, rows), (_, _, cols) in taps:
-        if rows is not None and cols is not None:
-            key = (rows.start % sh, cols.start % sw)
-            if key not in phases:
-                part = src[..., key[0]::sh, key[1]::sw]
-                phases[key] = _work(ctx, part.shape, part.dtype)
-                steps.append(partial(np.copyto, phases[key], part))
+#: bytes of phase scratch an im2col splits at once: a batch's phases are split a few
+#: images at a time into one buffer (ResNet50's stride-2 3x3 at batch 8: 12 MiB of
+#: phases that sat outside the plan, now at most this)
+PHASE_BYTES = 2 << 20
 
+
+def _phases(src, taps, stride, n_taps, axis, ctx=None):
+    """``(images, steps, read)`` per block of images (a slice of ``src``'s ``axis``):
+    the steps that prepare the block, and ``read(rows, cols)``, one tap's cells of that
+    block. With a stride, a tap reads every ``s``-th cell, a copy NumPy runs 3-4x
+    slower than a unit-stride one; when there are more taps than stride phases, each
+    block of images is first split into its ``sh * sw`` phases (``src[..., p::sh,
+    q::sw]``) in scratch shared by the blocks (:data:`PHASE_BYTES` at most, one image
+    at least) and every tap reads one phase at unit stride."""
+    sh, sw = stride
+    images = src.shape[axis]
+    if sh * sw == 1 or n_taps <= sh * sw:
+        return [(slice(0, images), [], lambda rows, cols: src[..., rows, cols])]
+    keys = sorted({(rows.start % sh, cols.start % sw) for _, _, (_, _, rows), (_, _, cols)
+                   in taps if rows is not None and cols is not None})
+    per_image = sum(src[..., a::sh, b::sw][(slice(None),) * axis + (0,)].nbytes
+                    for a, b in keys)
+    block = max(1, min(images, PHASE_BYTES // max(1, per_image)))
+    buffers = {}
+    for a, b in keys:
+        shape = list(src[..., a::sh, b::sw].shape)
+        shape[axis] = block
+        buffers[a, b] = _work(ctx, tuple(shape), src.dtype)
+    blocks = []
+    for first in range(0, images, block):
+        part = slice(first, min(images, first + block))
+        cut = (slice(None),) * axis + (slice(0, part.stop - part.start),)
+        phases = {key: buffers[key][cut] for key in keys}
+        split = [partial(np.copyto, phase, src[(slice(None),) * axis + (part,)][..., a::sh, b::sw])
+                 for (a, b), phase in phases.items()]
+        blocks.append((part, split, _phase_reader(phases, sh, sw)))
+    return blocks
+
+
+def _phase_reader(phases, sh, sw):
+    """``read(rows, cols)``: a tap's cells of one block, from the phase it falls in."""
     def read(rows, cols):
         start_h, start_w = rows.start // sh, cols.start // sw
-        count_h, count_w = len(range(rows.start, rows.stop, sh)), len(range(cols.start,
-                                                                             cols.stop, sw))
+        count_h = len(range(rows.start, rows.stop, sh))
+        count_w = len(range(cols.start, cols.stop, sw))
         phase = phases[rows.start % sh, cols.start % sw]
         return phase[..., start_h:start_h + count_h, start_w:start_w + count_w]
-    return steps, read
+    return read
 
 
 def col2im_steps(cols, out, kernel, op, out_hw, ctx=None):
