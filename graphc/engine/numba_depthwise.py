@@ -123,28 +123,26 @@ def _start(i, j, geometry, rows, wq):
 
 
 @njit(**_OPTIONS)
+def _tap(phases, i, j, geometry, rows, wq, cells):
+    """The ``cells`` cells tap ``(i, j)`` reads, a slice starting at 0 (it vectorises)."""
+    at = _start(i, j, geometry, rows, wq)
+    return phases[at:at + cells]
+
+
+@njit(**_OPTIONS)
 def _nine(result, phases, w, geometry, rows, wq):
     """``result[k] = sum over the 3x3 taps (i, j) of w[i, j] times the cell k of what
     tap reads``, in row-major tap order from zero: one pass over the result."""
     n = result.shape[0]
-    at = _start(0, 0, geometry, rows, wq)
-    s0 = phases[at:at + n]
-    at = _start(0, 1, geometry, rows, wq)
-    s1 = phases[at:at + n]
-    at = _start(0, 2, geometry, rows, wq)
-    s2 = phases[at:at + n]
-    at = _start(1, 0, geometry, rows, wq)
-    s3 = phases[at:at + n]
-    at = _start(1, 1, geometry, rows, wq)
-    s4 = phases[at:at + n]
-    at = _start(1, 2, geometry, rows, wq)
-    s5 = phases[at:at + n]
-    at = _start(2, 0, geometry, rows, wq)
-    s6 = phases[at:at + n]
-    at = _start(2, 1, geometry, rows, wq)
-    s7 = phases[at:at + n]
-    at = _start(2, 2, geometry, rows, wq)
-    s8 = phases[at:at + n]
+    s0, s1, s2 = (_tap(phases, 0, 0, geometry, rows, wq, n),
+                  _tap(phases, 0, 1, geometry, rows, wq, n),
+                  _tap(phases, 0, 2, geometry, rows, wq, n))
+    s3, s4, s5 = (_tap(phases, 1, 0, geometry, rows, wq, n),
+                  _tap(phases, 1, 1, geometry, rows, wq, n),
+                  _tap(phases, 1, 2, geometry, rows, wq, n))
+    s6, s7, s8 = (_tap(phases, 2, 0, geometry, rows, wq, n),
+                  _tap(phases, 2, 1, geometry, rows, wq, n),
+                  _tap(phases, 2, 2, geometry, rows, wq, n))
     w0, w1, w2 = w[0, 0], w[0, 1], w[0, 2]
     w3, w4, w5 = w[1, 0], w[1, 1], w[1, 2]
     w6, w7, w8 = w[2, 0], w[2, 1], w[2, 2]
@@ -186,15 +184,14 @@ def padded_plane(x, w, out, n, c, scratch, geometry):
         t, taps = 0, kh * kw
         while t < taps:
             i, j = t // kw, t % kw
-            a0 = _start(i, j, geometry, rows, wq)
             if t + 3 <= taps:
                 i1, j1, i2, j2 = (t + 1) // kw, (t + 1) % kw, (t + 2) // kw, (t + 2) % kw
-                a1, a2 = _start(i1, j1, geometry, rows, wq), _start(i2, j2, geometry, rows, wq)
-                _add_three(result, plane[i, j], phases[a0:a0 + cells], plane[i1, j1],
-                           phases[a1:a1 + cells], plane[i2, j2], phases[a2:a2 + cells])
+                _add_three(result, plane[i, j], _tap(phases, i, j, geometry, rows, wq, cells),
+                           plane[i1, j1], _tap(phases, i1, j1, geometry, rows, wq, cells),
+                           plane[i2, j2], _tap(phases, i2, j2, geometry, rows, wq, cells))
                 t += 3
             else:
-                _add_tap(result, plane[i, j], phases[a0:a0 + cells])
+                _add_tap(result, plane[i, j], _tap(phases, i, j, geometry, rows, wq, cells))
                 t += 1
     target = out[n, c]
     for r in range(out_h):
