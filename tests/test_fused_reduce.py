@@ -231,16 +231,18 @@ def test_the_numpy_kernel_gives_numpys_bits_when_one_block_holds_everything():
                                                                keepdims=True))
 
 
-def test_a_large_exp_program_runs_on_the_numpy_kernel_and_a_small_one_generated():
-    # exp calls the C library element by element in a generated loop: NumPy's
-    # vectorised exp on a block in cache is faster once the value is large
-    for rows, generated in ((10, True), (400, False)):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_large_exp_program_runs_on_the_numpy_kernel_and_a_small_one_generated(dtype):
+    # a double exp calls the C library element by element in a generated loop: NumPy's
+    # vectorised exp on a block in cache is faster once the value is large; a float32
+    # exp is arithmetic the loop vectorises (numba_prelude), generated at any size
+    for rows, generated in ((10, True), (400, dtype == np.float32)):
         shape = (rows, 300 if rows == 400 else 10)
-        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
 
         def softmax_denominator(a):
             return N.sum(N.exp(a - N.max(a, axis=1, keepdims=True)), axis=1)
-        g = compiled(softmax_denominator, [shape], np.float32, "generated")
+        g = compiled(softmax_denominator, [shape], dtype, "generated")
         assert kinds(g)["fused_reduce"] == 1
         step = next(k for n, k in zip(g.liveness.steps, g.program.kernels)
                     if n.op.kind == "fused_reduce")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import pathlib
 import re
 
 import numpy as np
@@ -54,11 +55,10 @@ NUMBA_TYPES = {"float32": ("float32", "f32", "f"), "float64": ("float64", "f64",
 NUMBA_EXPRESSIONS: dict = {}
 
 #: calls LLVM turns into vector instructions; any other function call in a kernel
-#: (the C library's ``expf``, ``tanh``...) runs one element at a time. ``graphc_erf``
-#: is arithmetic on float32; on float64 it calls the C library, but so does scipy's
-#: erf, the NumPy kernel, so generating it loses nothing there
+#: (the C library's ``expf``, ``tanh``...; ``graphc_exp_f64``) runs one element at a time
 VECTORISED_CALLS = frozenset({"np.sqrt", "np.abs", "np.floor", "np.ceil", "np.rint",
-                              "graphc_max", "graphc_min", "graphc_clip", "graphc_erf"})
+                              "graphc_max", "graphc_min", "graphc_clip", "graphc_erf_f32",
+                              "graphc_exp_f32"})
 _CALL = re.compile(r"\b([A-Za-z_][\w.]*)\(")
 
 
@@ -100,7 +100,16 @@ def literal(value, dtype) -> str:
     return f"{spelling}({v!r})"
 
 
-DIALECT = Dialect("numba_codegen", NUMBA_EXPRESSIONS, NUMBA_TYPES, "{T}({x})", literal)
+#: templates spell a helper of :mod:`.numba_prelude` per compute dtype with ``{S}``
+#: (``graphc_exp_{S}``: ``graphc_exp_f32`` on float32)
+DIALECT = Dialect("numba_codegen", NUMBA_EXPRESSIONS, NUMBA_TYPES, "{T}({x})", literal,
+                  lambda compute: {"S": NUMBA_TYPES[compute][1]})
+
+#: a digest of :mod:`.numba_prelude`'s text, in every kernel's header: a kernel module
+#: inlines the helpers it calls into its own disk cache, which Numba keys on that
+#: module's text only, so an edited helper must change the text of its callers
+PRELUDE_DIGEST = hashlib.sha1(
+    (pathlib.Path(__file__).with_name("numba_prelude.py")).read_bytes()).hexdigest()[:12]
 
 
 def vectorises(lines) -> bool:
@@ -182,7 +191,8 @@ def kernel_source(op, in_dtypes, out_dtype, rank: int, scalars, rows=()) -> str:
     in_dtypes = [DIALECT.dtype_name(op.kind, d) for d in in_dtypes]
     out_dtype = DIALECT.dtype_name(op.kind, out_dtype)
     scalars, rows = tuple(sorted(scalars)), tuple(sorted(rows))
-    header = [f"# graphc generated kernel, generator version {GENERATOR_VERSION}",
+    header = [f"# graphc generated kernel, generator version {GENERATOR_VERSION}, "
+              f"prelude {PRELUDE_DIGEST}",
               "import math", "import numpy as np", "from numba import njit, prange",
               "from graphc.engine.numba_prelude import *", ""]
     functions = []
@@ -297,14 +307,15 @@ def reduce_kernel_source(op, in_dtypes, dtype, reduce, roles: str, spans) -> str
             total = 0.0
             for j0 in range(r0):
                 a0 = x0[i0, j0]
-                acc = np.exp(a0)
+                acc = graphc_exp_f32(a0)
                 total += acc
             out[i0] = total
     """
     in_dtypes = [DIALECT.dtype_name(op.kind, d) for d in in_dtypes]
     dtype = DIALECT.dtype_name(op.kind, dtype)
     spans = [None if s is None else tuple(bool(f) for f in s) for s in spans]
-    header = [f"# graphc generated fused reduction, generator version {GENERATOR_VERSION}",
+    header = [f"# graphc generated fused reduction, generator version {GENERATOR_VERSION}, "
+              f"prelude {PRELUDE_DIGEST}",
               "import math", "import numpy as np", "from numba import njit, prange",
               "from graphc.engine.numba_prelude import *", ""]
     fastmath = ", fastmath={'reassoc'}" if reduce in REORDERED else ""

@@ -5,9 +5,16 @@ generated kernel modules, so only with Numba installed.
 Each helper is generic over its operand types (Numba compiles one version per
 type), NumPy's semantics: ``maximum``/``minimum`` give NaN when either operand is
 NaN; ``clip`` keeps ``x`` where it equals a bound; ``floor_divide`` and
-``remainder`` follow NumPy's ``npy_divmod`` for floats; ``graphc_erf`` is the C
-library's ``erf`` on float64 and, on float32, a rational function evaluated in
-float64 that LLVM vectorises (within one ulp of scipy's float32 ``erf``).
+``remainder`` follow NumPy's ``npy_divmod`` for floats. ``graphc_exp_f32`` and
+``graphc_erf_f32`` are arithmetic evaluated in float64 and rounded once, which LLVM
+vectorises (within one float32 ulp of NumPy's ``exp`` and scipy's ``erf``); their
+``_f64`` twins call the C library, element by element. A kernel picks one by its
+compute dtype (the ``{S}`` suffix of :data:`.numba_codegen.DIALECT`).
+
+Generated kernel modules inline these helpers into their own disk cache, which
+Numba keys on the kernel module's text alone: the generator stamps every kernel
+with a digest of this file (:data:`.numba_codegen.PRELUDE_DIGEST`), so editing a
+helper rebuilds the kernels that use it.
 
 >>> y = graphc_max(1.0, float("nan")); y != y
 True
@@ -17,14 +24,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
-from numba.core.extending import overload
+from llvmlite import ir
+from numba import njit, types
+from numba.core.extending import intrinsic, overload
 from numba.np.numpy_support import as_dtype
 
 float32, float64, int32, int64, bool_ = np.float32, np.float64, np.int32, np.int64, np.bool_
 
 __all__ = ["float32", "float64", "int32", "int64", "bool_", "graphc_max", "graphc_min",
-           "graphc_clip", "graphc_floor_divide", "graphc_remainder", "graphc_erf"]
+           "graphc_clip", "graphc_floor_divide", "graphc_remainder", "graphc_erf_f32",
+           "graphc_erf_f64", "graphc_exp_f32", "graphc_exp_f64"]
 
 
 @njit(cache=True, nogil=True)
@@ -107,22 +116,59 @@ ERF_Q = (1.0, 0.49746586218277816, 0.11395883719910715, 0.015462242907689397,
          0.0013075988495489463, 6.311359985875653e-05)
 
 
-def graphc_erf(x):
-    """erf in ``x``'s float type (Numba only: see the overload)."""
+@njit(cache=True, nogil=True, error_model="numpy")
+def graphc_erf_f32(x):
+    t = float64(x)
+    t = 4.0 if t > 4.0 else (-4.0 if t < -4.0 else t)    # NaN passes through
+    s = t * t
+    p = ((((((ERF_P[6] * s + ERF_P[5]) * s + ERF_P[4]) * s + ERF_P[3]) * s + ERF_P[2]) * s
+          + ERF_P[1]) * s + ERF_P[0])
+    q = (((((ERF_Q[5] * s + ERF_Q[4]) * s + ERF_Q[3]) * s + ERF_Q[2]) * s + ERF_Q[1]) * s
+         + 1.0)
+    return float32(t * p / q)
 
 
-@overload(graphc_erf, jit_options={"error_model": "numpy"})
-def _erf_typed(x):
-    if as_dtype(x) != np.float32:
-        return lambda x: math.erf(x)
-    p0, p1, p2, p3, p4, p5, p6 = ERF_P
-    _, q1, q2, q3, q4, q5 = ERF_Q
+@njit(cache=True, nogil=True, error_model="numpy")
+def graphc_erf_f64(x):
+    return math.erf(x)
 
-    def erf32(x):
-        t = float64(x)
-        t = 4.0 if t > 4.0 else (-4.0 if t < -4.0 else t)    # NaN passes through
-        s = t * t
-        p = (((((p6 * s + p5) * s + p4) * s + p3) * s + p2) * s + p1) * s + p0
-        q = ((((q5 * s + q4) * s + q3) * s + q2) * s + q1) * s + 1.0
-        return float32(t * p / q)
-    return erf32
+
+# exp(x) = 2^n e^r, n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two, fdlibm's
+# hi/lo, so n ln 2 is exact), e^r by its Taylor series to r^7/7! (|r| <= 0.35: relative
+# error under 6e-9, a tenth of a float32 ulp), 2^n from its float64 bits: one rounding to float32 at the end, so
+# within one ulp of the correctly rounded exp (NumPy's float32 exp is too), overflow
+# to inf and underflow through the subnormals as float32 does. All arithmetic and a
+# bit cast: LLVM vectorises it, where a call to the C library's expf runs per element.
+_LOG2E, _LN2_HI, _LN2_LO = 1.4426950408889634, 6.93147180369123816490e-01, \
+    1.90821492927058770002e-10
+_EXP_TAYLOR = tuple(1.0 / math.factorial(k) for k in range(8))
+
+
+@intrinsic
+def _float64_from_bits(typingctx, bits):
+    """The float64 whose IEEE bits are the int64 ``bits`` (an LLVM bit cast)."""
+    if not isinstance(bits, types.Integer) or bits.bitwidth != 64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(bits), codegen
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def graphc_exp_f32(x):
+    t = float64(x)
+    t = 90.0 if t > 90.0 else (-110.0 if t < -110.0 else t)   # NaN passes through
+    n = np.floor(t * _LOG2E + 0.5)
+    n = 0.0 if n != n else n                 # a NaN never reaches the integer cast
+    r = (t - n * _LN2_HI) - n * _LN2_LO
+    c = _EXP_TAYLOR
+    p = (((((((c[7] * r + c[6]) * r + c[5]) * r + c[4]) * r + c[3]) * r + c[2]) * r + c[1]) * r
+         + c[0])
+    scale = _float64_from_bits((int64(n) + 1023) << 52)
+    return float32(p * scale)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def graphc_exp_f64(x):
+    return np.exp(x)

@@ -81,14 +81,17 @@ def kernel_choice(kernels=None) -> str:
 def generated_wanted(node) -> bool:
     """Whether ``node`` runs as a generated loop when the graph asks for them: an
     elementwise node whose every operation vectorises (a loop calling the C library's
-    ``expf`` element by element is slower than NumPy's own vectorised ``exp``, even on
-    two cores), and something to gain: a program of several instructions, or one op
-    large enough to split across threads.
+    ``exp`` or ``tanh`` element by element is slower than NumPy's own vectorised ones,
+    even on two cores; float32 ``exp`` is arithmetic that vectorises), and something to
+    gain: a program of several instructions, or one op large enough to split across
+    threads.
 
-    >>> import graphc.ndarray as N
-    >>> x = N.var("x", (1 << 16,))
+    >>> import numpy as np, graphc.ndarray as N
+    >>> x, y = N.var("x", (1 << 16,), np.float32), N.var("y", (1 << 16,), np.float64)
     >>> generated_wanted(N.maximum(x, 0.0)), generated_wanted(N.exp(x))
-    (True, False)
+    (True, True)
+    >>> generated_wanted(N.exp(y)), generated_wanted(N.tanh(x))
+    (False, False)
     """
     from .numba_codegen import DIALECT, vectorises
     from .expressions import program_lines

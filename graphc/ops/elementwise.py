@@ -121,8 +121,9 @@ define(
                       "else {0}))",
                  "i": wrapped("int({0} > 0) - int({0} < 0)")},
           grad=NO_GRADIENT, onnx="Sign"),
-    unary("exp", **math_function("exp"), grad=lambda ns, op, x, y, g: ns.multiply(g, y),
-          onnx="Exp"),
+    # the generated exp is arithmetic on float32 (it vectorises), the C library's on float64
+    unary("exp", expr=math_call("exp"), numba={"f": "graphc_exp_{S}({0})"},
+          grad=lambda ns, op, x, y, g: ns.multiply(g, y), onnx="Exp"),
     unary("log", **math_function("log"), smooth_on=(0.2, 3.0),
           grad=lambda ns, op, x, y, g: ns.divide(g, x), onnx="Log"),
     unary("log2", **math_function("log2"), smooth_on=(0.2, 3.0),
@@ -168,14 +169,14 @@ define(
           identity_on="biu"),
     # scipy's float32 erf rounds the double result; the generated one is within an ulp
     unary("erf", reference="scipy.special.erf", expr=math_call("erf"),
-          numba={"f": "graphc_erf({0})"},
+          numba={"f": "graphc_erf_{S}({0})"},
           grad=lambda ns, op, x, y, g: ns.multiply(
               g, ns.multiply(ns.exp(ns.negative(ns.square(x))), _TWO_OVER_SQRT_PI)),
           onnx="Erf"),
     # scipy.special.expit's formula: 1 / (1 + exp(-x)) in the input's precision
     unary("sigmoid", reference="scipy.special.expit", kernel=kernels.sigmoid,
           expr={"f": "({T})1 / (({T})1 + exp{m}(-{0}))"},
-          numba={"f": "{T}(1) / ({T}(1) + np.exp(-{0}))"},
+          numba={"f": "{T}(1) / ({T}(1) + graphc_exp_{S}(-{0}))"},
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.multiply(y, ns.subtract(1.0, y))),
           onnx="Sigmoid"),
     # the gradient from the output, so the pre-activation need not live until then
