@@ -191,7 +191,7 @@ def _check(op, ins, out):
                          f"{out.shape} {out.dtype}")
 
 
-def _scratch(ctx, chunks: int, cells: int, dtype) -> np.ndarray:
+def scratch_array(ctx, chunks: int, cells: int, dtype) -> np.ndarray:
     """``(chunks, cells)`` of scratch: the run context's shared slot where it fits (the
     kernels that share one never run at once), else an array of its own."""
     nbytes = chunks * cells * dtype.itemsize
@@ -210,13 +210,13 @@ def _workspace(op, shape, kernel_shape, mode, chunks, ctx, dtype) -> list:
     if op.kind == "conv2d_backward_kernel":
         lane = max(1, BLOCK // shape[3]) * shape[3]
         lanes = chunks * kh * kw * lane
-        buffer = _scratch(ctx, 1, lanes + chunks * scratch_cells(shape, (1, 1, kh, kw), mode,
+        buffer = scratch_array(ctx, 1, lanes + chunks * scratch_cells(shape, (1, 1, kh, kw), mode,
                                                                   1, chunks), dtype)[0]
         arrays = [buffer[:lanes].reshape(chunks, kh * kw, lane),
                   buffer[lanes:].reshape(chunks, -1)]
     else:
         channels = o if op.kind == "conv2d" else op["groups"] * cg     # the result's
-        arrays = [_scratch(ctx, chunks, scratch_cells(shape, kernel_shape, mode, channels,
+        arrays = [scratch_array(ctx, chunks, scratch_cells(shape, kernel_shape, mode, channels,
                                                       chunks), dtype)]
     if op.kind != "conv2d_backward_input":
         arrays.append(_read_only(arrays[-1], False))
@@ -258,7 +258,7 @@ def conv_kernel(op, ins, out, ctx, threaded: bool):
         from .numba_depthwise import depthwise2d
         args = [_read_only(ins[0], True), _read_only(ins[1], False),
                 out.reshape(out.shape[0], out.shape[1], -1),
-                _scratch(ctx, chunks, scratch_cells(shape, kernel_shape, mode, 1, chunks),
+                scratch_array(ctx, chunks, scratch_cells(shape, kernel_shape, mode, 1, chunks),
                          out.dtype), shape, threaded]
         load_compiled(depthwise2d, tuple(numba.typeof(a) for a in args))
         return partial(depthwise2d, *args)

@@ -1,0 +1,163 @@
+"""Max pooling as two flat passes over a padded plane (no dilation): the generated
+kernel of ``max_pool2d`` where :mod:`.numba_window`'s row-by-row kernel would spend
+its time in short loops (GoogLeNet's 14x14 and 7x7 planes: nine strided runs of 14
+cells per output row).
+
+Per plane, in a scratch of its own: the image copied into a ``-inf``-padded plane
+whose rows are a multiple of the stride wide (``Wp = SW * Wq``); a horizontal pass
+``R[k] = max_j P[SW * k + j]``, one flat loop over every row at once, so ``R`` is the
+row maxima, ``Wq`` per padded row; a vertical pass, ``V[k] = max_i R[k + i * Wq]``
+in one flat loop with stride 1, row by row with a stride; then the ``OW`` real cells
+of each of the ``OH`` rows copied out. The cells past a row's end are computed and
+never read.
+
+The values are :mod:`.numba_window`'s and the NumPy kernel's, NaN where a window
+holds one: a maximum is a maximum in any order. Only which zero a window of tied
+``+0`` and ``-0`` keeps may differ (the row kernel starts from a full tap, then takes
+the others in row-major order; here the last in row-major order wins, the first
+NaN), as it already differs between NumPy's own vector and scalar ``maximum`` loops.
+
+>>> import numpy as np
+>>> x, out = np.arange(16.0), np.empty(4)
+>>> geometry = (1, 1, 4, 4, 2, 2, 2, 2, 2, 2, 0, 0, 1, 1, 0, 0)   # 2x2 windows, stride 2
+>>> scratch = np.empty((1, pool_cells(geometry)))
+>>> max_pool2d_planes(x, out, scratch, geometry, False); out
+array([ 5.,  7., 13., 15.])
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+_OPTIONS = dict(cache=True, nogil=True)
+
+
+@njit(**_OPTIONS)
+def pool_shape(geometry):
+    """``(rows, wq)``: the padded plane's rows and its width over the column stride (a
+    whole number of strides wide, covering every window, plus one stride of slack)."""
+    H, W, OH, OW, KH, KW, SH, SW = geometry[2:10]
+    rows = (OH - 1) * SH + KH
+    wq = -(-((OW - 1) * SW + KW) // SW) + 1
+    return rows, wq
+
+
+@njit(**_OPTIONS)
+def pool_cells(geometry):
+    """Scratch cells one plane needs: the padded plane, its row maxima, the vertical
+    maxima."""
+    rows, wq = pool_shape(geometry)
+    SW = geometry[9]
+    return rows * wq * SW + rows * wq + geometry[4] * wq
+
+
+@njit(**_OPTIONS)
+def _larger(a, v):
+    """``np.maximum(a, v)``: NaN wins (the first one stays), a tie takes ``v``."""
+    return a if (a > v) | (a != a) else v
+
+
+@njit(**_OPTIONS)
+def _pad(image, padded, H, W, PT, PL, rows, width):
+    """``image`` (``H x W``, flat) in ``padded`` (``rows x width``) at ``(PT, PL)``,
+    every other cell ``-inf``."""
+    lo, hi = max(0, -PT), min(H, rows - PT)          # the image rows that land
+    first = max(0, -PL)
+    left = max(PL, 0)
+    count = max(0, min(W - first, width - left))
+    padded[:max(0, min(rows, PT + lo)) * width] = -np.inf
+    for h in range(lo, hi):
+        # unsigned indices: no test for a negative index to wrap around, so the short
+        # row loops stay cheap (slices would cost more than a 14-cell copy)
+        row, source = np.uint64((h + PT) * width), np.uint64(h * W + first)
+        for q in range(left):
+            padded[row + np.uint64(q)] = -np.inf
+        for q in range(count):
+            padded[row + np.uint64(left + q)] = image[source + np.uint64(q)]
+        for q in range(left + count, width):
+            padded[row + np.uint64(q)] = -np.inf
+    padded[max(0, hi + PT) * width:] = -np.inf
+
+
+@njit(**_OPTIONS)
+def _row_maxima(padded, maxima, KW, SW):
+    """``maxima[k] = max_j padded[SW * k + j]``, taps in order (a step of 2 is its own
+    loop: with a constant step LLVM vectorises the strided reads)."""
+    n = maxima.shape[0]
+    if SW == 1:
+        maxima[:] = padded[:n]
+        for j in range(1, KW):
+            shifted = padded[j:j + n]
+            for k in range(n):
+                maxima[k] = _larger(maxima[k], shifted[k])
+    elif SW == 2:
+        for k in range(n):
+            maxima[k] = padded[2 * k]
+        for j in range(1, KW):
+            shifted = padded[j:j + 2 * n]
+            for k in range(n):
+                maxima[k] = _larger(maxima[k], shifted[2 * k])
+    else:
+        for k in range(n):
+            maxima[k] = padded[SW * k]
+        for j in range(1, KW):
+            shifted = padded[j:]
+            for k in range(n):
+                maxima[k] = _larger(maxima[k], shifted[SW * k])
+
+
+@njit(**_OPTIONS)
+def _column_maxima(maxima, target, start, wq, KH):
+    """``target[k] = max_i maxima[start + k + i * wq]``, taps in order."""
+    n = target.shape[0]
+    target[:] = maxima[start:start + n]
+    for i in range(1, KH):
+        below = maxima[start + i * wq:start + i * wq + n]
+        for k in range(n):
+            target[k] = _larger(target[k], below[k])
+
+
+@njit(**_OPTIONS)
+def _plane(x, out, p, scratch, geometry):
+    """Output plane ``p`` (image and channel) in ``scratch`` (:func:`pool_cells`)."""
+    H, W, OH, OW, KH, KW, SH, SW, PT, PL = geometry[2:12]
+    rows, wq = pool_shape(geometry)
+    width = wq * SW
+    padded = scratch[:rows * width]
+    maxima = scratch[rows * width:rows * width + rows * wq]
+    vertical = scratch[rows * width + rows * wq:rows * width + rows * wq + OH * wq]
+    _pad(x[p * H * W:(p + 1) * H * W], padded, H, W, PT, PL, rows, width)
+    needed = (rows - 1) * wq + OW        # through the last row's last real window
+    _row_maxima(padded, maxima[:needed], KW, SW)
+    maxima[needed:] = -np.inf
+    if SH == 1:
+        _column_maxima(maxima, vertical, 0, wq, KH)
+    else:
+        for oh in range(OH):
+            _column_maxima(maxima, vertical[oh * wq:oh * wq + OW], oh * SH * wq, wq, KH)
+    for oh in range(OH):
+        row, source = np.uint64((p * OH + oh) * OW), np.uint64(oh * wq)
+        for q in range(OW):
+            out[row + np.uint64(q)] = vertical[source + np.uint64(q)]
+
+
+@njit(parallel=True, **_OPTIONS)
+def max_pool2d_planes(x, out, scratch, geometry, threaded):
+    """The maximum of each window of ``x`` (flat NCHW planes; padding never wins),
+    plane by plane; when ``threaded`` the planes are dealt in ``scratch.shape[0]``
+    chunks across threads, each in its own ``scratch[k]`` (:func:`pool_cells` long).
+
+    Example: ``window_kernel(op, [x], out, ctx, threaded)`` binds it to a node's arrays
+    (:func:`~.window_builders.window_kernel`)."""
+    planes = geometry[0] * geometry[1]
+    if threaded:
+        chunks = scratch.shape[0]
+        for k in prange(chunks):
+            for p in range(k * planes // chunks, (k + 1) * planes // chunks):
+                _plane(x, out, p, scratch[k], geometry)
+    else:
+        for p in range(planes):
+            _plane(x, out, p, scratch[0], geometry)
+
+
+__all__ = ["max_pool2d_planes", "pool_cells", "pool_shape"]
