@@ -58,7 +58,8 @@ def layout(geometry, depthwise: bool = False, gradient: bool = False) -> int:
     """How the kernels walk a convolution of this geometry: :data:`CHANNELS_LAST` for a
     ``depthwise`` one (one input and one output channel per group) with a small result
     (the input gradient: with stride 1); :data:`PADDED` for a larger depthwise one
-    with stride 1 (not the input ``gradient``); else :data:`SHIFTED` with stride 1 and
+    (not the input ``gradient``) with stride 1, or whose phase rows are wider than its
+    result rows (an explicit "same" pad before a strided convolution); else :data:`SHIFTED` with stride 1 and
     rows as wide as the result's; :data:`PHASES` (not the input ``gradient``) where a
     phase row fits a result row; else :data:`ROWS`.
 
@@ -74,11 +75,12 @@ def layout(geometry, depthwise: bool = False, gradient: bool = False) -> int:
     small = (height * width if gradient else out_h * out_w) <= CHANNELS_LAST_CELLS
     if depthwise and small and (stride_one or not gradient):
         return CHANNELS_LAST
-    if depthwise and stride_one and not gradient:
+    phases_fit = -(-width // sw) <= out_w         # a phase row fits a result row
+    if depthwise and not gradient and (stride_one or not phases_fit):
         return PADDED
     if stride_one and width == out_w:
         return SHIFTED
-    if not gradient and -(-width // sw) <= out_w:
+    if not gradient and phases_fit:
         return PHASES
     return ROWS
 

@@ -7,9 +7,10 @@ and one write per cell for a 3x3 kernel, with no edge cases and no wraparound te
 (the loops run on slices indexed from 0, so LLVM vectorises them). The ``Wq - OW``
 cells past each result row are computed and dropped when the rows are copied out.
 
-:func:`depthwise2d` runs it plane by plane (the layout serves stride 1: with a stride
-the phases cost more to split than the other layouts' loops save); a plane's scratch
-is :func:`padded_cells` long. Each cell sums its taps in row-major order from
+:func:`depthwise2d` runs it plane by plane: for stride 1, and for strides whose
+phase rows are wider than the result's (where :mod:`.numba_conv` falls back to tap
+rows: TF-style "same" padding as an explicit pad); a plane's scratch is
+:func:`padded_cells` long. Each cell sums its taps in row-major order from
 zero, as the other layouts do.
 
 >>> import numpy as np
