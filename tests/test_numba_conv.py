@@ -140,7 +140,7 @@ LAYOUT_CASES = {
     "padded_uneven": ((1, 8, 12, 20), (8, 1, 5, 3),
                       dict(stride=1, padding=((2, 1), (0, 3)), dilation=(1, 2), groups=8)),
     # an explicit "same" pad then a strided convolution: phase rows wider than the result's
-    "padded_strided": ((1, 8, 15, 17), (8, 1, 5, 3), dict(stride=2, padding=0, groups=8)),
+    "padded_strided": ((1, 8, 31, 33), (8, 1, 5, 3), dict(stride=2, padding=0, groups=8)),
 }
 
 
