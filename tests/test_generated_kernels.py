@@ -245,14 +245,34 @@ def test_reductions(kind, dtype):
             assert np.all(np.abs(got - want) <= rtol * scale + 1e-30), (shape, axis)
 
 
+@pytest.mark.parametrize("kind", ["sum", "mean"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sums_over_a_middle_run_are_numpy_s_bits(kind, dtype):
+    # kept, reduced, kept (an n-body step's forces over their second axis): whole rows
+    # added in NumPy's order and precision, threaded over the outer groups
+    rng = np.random.default_rng(6)
+    for shape, axis, keepdims in [((768, 768, 3), (1,), False), ((8, 64, 9, 9), (1,), True),
+                                  ((6, 40, 30, 7), (1, 2), False)]:
+        value = (rng.normal(size=shape) * 100).astype(dtype)
+        x = N.var("x", shape, dtype)
+        g = graphc.compile([x], getattr(N, kind)(x, axis=axis, keepdims=keepdims),
+                           kernels="generated")
+        assert g.stats()["generated_steps"] == 1, (shape, axis)
+        got = g.run(x=value)
+        want = getattr(np, kind)(value, axis=axis, keepdims=keepdims)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
 def test_reductions_the_generator_leaves_to_numpy():
     x = N.var("x", (8, 64, 9, 9))
-    outputs = [N.sum(x, axis=1),                # kept dimensions not one run
+    outputs = [N.max(x, axis=1),                # kept dimensions not one run: sums only
+               N.sum(x, axis=(0, 2)),           # reduced dimensions not one run
                N.sum(x),                        # nothing kept
                N.sum(N.var("y", (4, 100)), axis=1),   # too small to pay for threads
                N.sum(N.var("i", (64, 1000), "int64"), axis=1),   # integers wrap: NumPy's
                N.mean(N.var("c", (300, 130)), axis=0)]   # columns: NumPy adds whole rows
-    g = graphc.compile([x] + [o.parents[0] for o in outputs[2:]], outputs, kernels="generated")
+    g = graphc.compile([x] + [o.parents[0] for o in outputs[3:]], outputs, kernels="generated")
     assert g.stats()["generated_steps"] == 0
 
 

@@ -294,14 +294,48 @@ _REDUCTIONS = {"sum": ("sum_abd", 1.0, "f"), "mean": ("sum_abd", "count", "f"),
                "max": ("extreme_abd", True, "fi"), "min": ("extreme_abd", False, "fi")}
 
 
+def krl_shape(shape, axis):
+    """``(K, R, L)``: ``shape`` seen as kept dimensions, one contiguous run of reduced
+    ones, and kept ones after them (both kept runs non-empty); ``None`` otherwise.
+
+    >>> krl_shape((768, 768, 3), (1,)), krl_shape((2, 8, 5, 5), (1,)), krl_shape((4, 5), (0,))
+    ((768, 768, 3), (2, 8, 25), None)
+    """
+    reduced = sorted(set(range(len(shape)) if axis is None else axis))
+    if not reduced or reduced != list(range(reduced[0], reduced[-1] + 1)) \
+            or reduced[0] == 0 or reduced[-1] == len(shape) - 1:
+        return None
+    first, last = reduced[0], reduced[-1] + 1
+    return (math.prod(shape[:first]), math.prod(shape[first:last]), math.prod(shape[last:]))
+
+
+def _middle_sum_kernel(op, x, out):
+    """:func:`.numba_reduce.sum_krl` for a sum or mean over a middle run of
+    dimensions with several outer groups (a single one stays on NumPy's call, which
+    adds the same rows on one thread), else ``None``."""
+    krl = krl_shape(x.shape, op["axis"])
+    if (op.kind not in ("sum", "mean") or krl is None or krl[0] < 2 or krl[1] < 1
+            or x.dtype.kind != "f" or out.dtype != x.dtype):
+        return None
+    from . import numba_reduce
+    divisor = np.array([krl[1] if op.kind == "mean" else 1], out.dtype)
+    args = [x.reshape(krl), out.reshape(krl[0], krl[2]), divisor]
+    load_compiled(numba_reduce.sum_krl, tuple(_numba.typeof(a) for a in args))
+    return partial(numba_reduce.sum_krl, *args)
+
+
 def reduction_kernel(op, ins, out, ctx, parallel):
     """The generated kernel of a ``sum``/``mean``/``max``/``min`` keeping one contiguous
-    run of dimensions (:func:`abd_shape`), one thread per kept group: only when it
-    may use every core and the input is large (else NumPy's call serves)."""
+    run of dimensions (:func:`abd_shape`), one thread per kept group, or a sum or mean
+    over a middle run (:func:`krl_shape`): only when it may use every core and the
+    input is large (else NumPy's call serves)."""
     from .strategy import PARALLEL_MIN
     x = ins[0]
     name, last, dtypes = _REDUCTIONS[op.kind]
     abd = abd_shape(x.shape, op["axis"])
+    if (parallel and available() is None and threading_layer() and x.size >= PARALLEL_MIN
+            and abd is None and x.flags.c_contiguous and out.flags.c_contiguous):
+        return _middle_sum_kernel(op, x, out)
     if (not parallel or available() is not None or not threading_layer()
             or x.size < PARALLEL_MIN or abd is None or abd[1] < 2
             # short inner runs under several outer rows (a column mean: D = 1) walk

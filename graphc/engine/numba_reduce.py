@@ -9,7 +9,9 @@ One thread per group of kept elements (``prange`` over ``B``), each walking its
 they are at least as accurate as NumPy's pairwise sums) and may be reordered into
 vector lanes (``fastmath={"reassoc"}`` on the reduction only), so they differ from
 NumPy's in the last places: within a tolerance, not bit for bit. Maxima and minima
-are exact and propagate NaN as NumPy's do.
+are exact and propagate NaN as NumPy's do. A sum or mean over a middle run of
+dimensions, ``(K, R, L)`` keeping ``K`` and ``L`` (:func:`sum_krl`), adds whole rows in
+NumPy's own order instead, so it gives NumPy's bits.
 
 >>> import numpy as np
 >>> x, out = np.arange(24.0).reshape(2, 3, 4), np.empty(3)
@@ -49,3 +51,27 @@ def extreme_abd(x, out, largest):
                 if (v > best) if largest else (v < best):
                     best = v
         out[b] = best
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def sum_krl(x, out, divisor):
+    """``out[k, l] = sum(x[k, :, l]) / divisor[0]`` (``divisor`` a one-element array of
+    ``out``'s dtype: 1 for a sum, the count for a mean): a sum over a middle run of
+    dimensions (an n-body step's forces, ``(N, N, 3)`` summed over its second axis).
+    One thread per ``k``; each row of ``out`` is the first row of ``x[k]`` plus every
+    later row in order, in ``x``'s dtype: NumPy's own order and precision for a
+    reduction over an axis that is not the innermost, so the bits are NumPy's."""
+    K, R, L = x.shape
+    scale = divisor[0]
+    for k in prange(K):
+        row = out[k]
+        first = x[k, 0]
+        for l in range(L):
+            row[l] = first[l]
+        for r in range(1, R):
+            cells = x[k, r]
+            for l in range(L):
+                row[l] += cells[l]
+        if scale != 1:
+            for l in range(L):
+                row[l] = row[l] / scale
