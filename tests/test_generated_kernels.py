@@ -219,30 +219,25 @@ REDUCED = [((8, 64, 9, 9), (0, 2, 3), True), ((8, 64, 9, 9), (0, 2, 3), False),
            ((4, 6, 50, 30), (2, 3), True)]
 
 
-@pytest.mark.parametrize("kind, dtype", [(k, d) for k in ("sum", "mean", "max", "min")
-                                         for d in ("float32", "float64", "int64")
-                                         if d != "int64" or k in ("max", "min")])
+@pytest.mark.parametrize("kind, dtype", [(k, d) for k in ("sum", "mean")
+                                         for d in ("float32", "float64")])
 def test_reductions(kind, dtype):
     rng = np.random.default_rng(5)
     for shape, axis, keepdims in REDUCED:
         x = N.var("x", shape, dtype)
         value = (rng.normal(size=shape) * 100).astype(dtype)
-        if dtype != "int64":
-            value.flat[17] = np.nan if kind in ("max", "min") else value.flat[17]
         g = graphc.compile([x], [getattr(N, kind)(x, axis=axis, keepdims=keepdims)],
                            kernels="generated")
         assert g.stats()["generated_steps"] == 1, (shape, axis)
         got = g.run(x=value)[0]
         want = getattr(np, kind)(value, axis=axis, keepdims=keepdims)
         assert got.dtype == want.dtype and got.shape == want.shape
-        if kind in ("max", "min"):
-            np.testing.assert_array_equal(got, want)       # exact, NaN included
-        else:   # float64 accumulation in another order: a few float32 ulps at most
-            rtol = 1e-5 if dtype == "float32" else 1e-12
-            scale = np.abs(value).sum(axis=axis, keepdims=keepdims)
-            if kind == "mean":
-                scale = scale / (value.size // want.size)
-            assert np.all(np.abs(got - want) <= rtol * scale + 1e-30), (shape, axis)
+        # float64 accumulation in another order: a few float32 ulps at most
+        rtol = 1e-5 if dtype == "float32" else 1e-12
+        scale = np.abs(value).sum(axis=axis, keepdims=keepdims)
+        if kind == "mean":
+            scale = scale / (value.size // want.size)
+        assert np.all(np.abs(got - want) <= rtol * scale + 1e-30), (shape, axis)
 
 
 @pytest.mark.parametrize("kind", ["sum", "mean"])
@@ -266,13 +261,14 @@ def test_sums_over_a_middle_run_are_numpy_s_bits(kind, dtype):
 
 def test_reductions_the_generator_leaves_to_numpy():
     x = N.var("x", (8, 64, 9, 9))
-    outputs = [N.max(x, axis=1),                # kept dimensions not one run: sums only
+    outputs = [N.max(x, axis=(0, 2, 3)),        # NumPy's SIMD maxima and minima are faster
+               N.min(x, axis=(0, 2, 3)),
                N.sum(x, axis=(0, 2)),           # reduced dimensions not one run
                N.sum(x),                        # nothing kept
                N.sum(N.var("y", (4, 100)), axis=1),   # too small to pay for threads
                N.sum(N.var("i", (64, 1000), "int64"), axis=1),   # integers wrap: NumPy's
                N.mean(N.var("c", (300, 130)), axis=0)]   # columns: NumPy adds whole rows
-    g = graphc.compile([x] + [o.parents[0] for o in outputs[3:]], outputs, kernels="generated")
+    g = graphc.compile([x] + [o.parents[0] for o in outputs[4:]], outputs, kernels="generated")
     assert g.stats()["generated_steps"] == 0
 
 

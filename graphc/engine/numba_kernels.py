@@ -290,8 +290,7 @@ REDUCE_MIN_RUN = 16
 
 #: reduction kind -> (function of numba_reduce, its last argument, the dtype kinds it
 #: takes); ``"count"``: the number of cells reduced (a mean divides by it)
-_REDUCTIONS = {"sum": ("sum_abd", 1.0, "f"), "mean": ("sum_abd", "count", "f"),
-               "max": ("extreme_abd", True, "fi"), "min": ("extreme_abd", False, "fi")}
+_REDUCTIONS = {"sum": ("sum_abd", 1.0, "f"), "mean": ("sum_abd", "count", "f")}
 
 
 def krl_shape(shape, axis):
@@ -325,7 +324,7 @@ def _middle_sum_kernel(op, x, out):
 
 
 def reduction_kernel(op, ins, out, ctx, parallel):
-    """The generated kernel of a ``sum``/``mean``/``max``/``min`` keeping one contiguous
+    """The generated kernel of a ``sum`` or ``mean`` keeping one contiguous
     run of dimensions (:func:`abd_shape`), one thread per kept group, or a sum or mean
     over a middle run (:func:`krl_shape`): only when it may use every core and the
     input is large (else NumPy's call serves)."""
