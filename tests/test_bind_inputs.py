@@ -56,6 +56,13 @@ def simple_graph():
     return [x, w], [N.sum(N.exp(x * 0.1) * w, axis=1), x[::2, 1:] * 2.0, N.max(x, axis=0)]
 
 
+def simple_pair(**options):
+    """``(bound, copied, X, W)``: :func:`simple_graph` compiled by :func:`pair`, and a
+    large ``x`` and its ``w`` to feed it."""
+    bound, copied = pair(*simple_graph(), **options)
+    return bound, copied, big(0), big(1, (COLS,))
+
+
 # -- random graphs ---------------------------------------------------------------------------
 UNARY = ["tanh", "sin", "exp", "negative", "square"]
 BINARY = ["add", "multiply", "maximum"]
@@ -145,9 +152,7 @@ def test_numpy_programs_bound_runs_equal_copied_runs():
 @pytest.mark.parametrize("kernels", ["numpy", "generated"])
 @pytest.mark.parametrize("schedule", ["serial", "parallel"])
 def test_read_only_array_bound_and_never_written(kernels, schedule):
-    inputs, outputs = simple_graph()
-    bound, copied = pair(inputs, outputs, kernels=kernels, schedule=schedule)
-    X, W = big(0), big(1, (COLS,))
+    bound, copied, X, W = simple_pair(kernels=kernels, schedule=schedule)
     saved = X.copy()
     X.flags.writeable = False
     assert same(bound.run(x=X, w=W), copied.run(x=X, w=W))
@@ -161,9 +166,7 @@ def test_read_only_array_bound_and_never_written(kernels, schedule):
 
 
 def test_array_changed_in_place_is_read_again():
-    inputs, outputs = simple_graph()
-    bound, copied = pair(inputs, outputs)
-    X, W = big(0), big(1, (COLS,))
+    bound, copied, X, W = simple_pair()
     bound.run(x=X, w=W)
     copied.run(x=X, w=W)
     steps = bound.stats()["steps_last_run"]
@@ -176,9 +179,7 @@ def test_array_changed_in_place_is_read_again():
 
 
 def test_binding_is_kept_for_the_same_array_and_let_go_by_assign():
-    inputs, outputs = simple_graph()
-    bound, copied = pair(inputs, outputs)
-    X, W = big(0), big(1, (COLS,))
+    bound, copied, X, W = simple_pair()
     bound.run(x=X, w=W)
     readers = [k.kernel for k in bound.program.kernels if hasattr(k, "kernel")]
     bound.run(x=X)
@@ -248,9 +249,7 @@ def test_layouts_that_cannot_be_bound_are_copied(feed):
 
 
 def test_wrong_dtype_is_refused_and_keeps_the_binding():
-    inputs, outputs = simple_graph()
-    bound, copied = pair(inputs, outputs)
-    X, W = big(0), big(1, (COLS,))
+    bound, copied, X, W = simple_pair()
     expected = copied.run(x=X, w=W)
     bound.run(x=X, w=W)
     for bad in (X.astype(np.float64), X.astype(">f4")):

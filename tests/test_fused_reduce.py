@@ -261,15 +261,11 @@ def test_geometry_merges_runs_of_one_role_and_one_span():
 
 # -- a training step ----------------------------------------------------------------------------
 def test_a_training_step_with_fused_reductions_gives_the_same_loss():
-    import graphc.neural as nn
-    model = nn.MnistCNN()
-    rng = np.random.default_rng(4)
-    x = rng.random((8, 1, 28, 28), dtype=np.float32) * 255.0
-    labels = rng.integers(0, 10, 8).astype(np.int64)
+    from training_cases import mnist_batch, mnist_trainer
+    model, x, labels = mnist_batch()
     losses = {}
     for kernels in ("numpy", "generated"):
-        trainer = nn.compile_training(model, nn.SGD(0.01, momentum=0.9), x.shape,
-                                      kernels=kernels)
+        trainer = mnist_trainer(model, x.shape, kernels)
         fused = kinds(trainer.executable).get("fused_reduce", 0)
         assert (fused > 0) == (kernels == "generated")
         losses[kernels] = [float(np.asarray(trainer.executable.run(x=x, labels=labels))

@@ -194,15 +194,11 @@ def test_updates_computed_into_their_variables():
 def test_mnist_training_steps_agree():
     # elementwise steps give NumPy's bits; the generated per-channel sums (bias
     # gradients) accumulate in another order, so the weights agree within float32 noise
-    import graphc.neural as nn
-    model = nn.MnistCNN()
-    rng = np.random.default_rng(4)
-    x = rng.random((8, 1, 28, 28), dtype=np.float32) * 255.0
-    labels = rng.integers(0, 10, 8).astype(np.int64)
+    from training_cases import mnist_batch, mnist_trainer
+    model, x, labels = mnist_batch()
     weights = {}
     for kernels in ("numpy", "generated"):
-        trainer = nn.compile_training(model, nn.SGD(0.01, momentum=0.9), x.shape,
-                                      kernels=kernels)
+        trainer = mnist_trainer(model, x.shape, kernels)
         for _ in range(2):
             trainer.executable.run(x=x, labels=labels)
         weights[kernels] = trainer.params()

@@ -38,7 +38,7 @@ _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # -- the plan of a node: layout, tap table, scratch -------------------------------------
 #: the layouts: tap rows from image rows; shifted image planes; shifted phase planes;
 #: channels last (depthwise, small images: vectors along the channels); zero-padded
-#: planes (depthwise forward, stride 1: :mod:`.numba_depthwise`)
+#: phase planes (depthwise forward: :mod:`.numba_depthwise`)
 ROWS, SHIFTED, PHASES, CHANNELS_LAST, PADDED = 0, 1, 2, 3, 4
 
 #: the most result cells per image of a depthwise convolution that runs channels last:
@@ -59,9 +59,9 @@ def layout(geometry, depthwise: bool = False, gradient: bool = False) -> int:
     ``depthwise`` one (one input and one output channel per group) with a small result
     (the input gradient: with stride 1); :data:`PADDED` for a larger depthwise one
     (not the input ``gradient``) with stride 1, or whose phase rows are wider than its
-    result rows (an explicit "same" pad before a strided convolution); else :data:`SHIFTED` with stride 1 and
-    rows as wide as the result's; :data:`PHASES` (not the input ``gradient``) where a
-    phase row fits a result row; else :data:`ROWS`.
+    result rows (an explicit "same" pad before a strided convolution); else
+    :data:`SHIFTED` with stride 1 and rows as wide as the result's; :data:`PHASES` (not
+    the input ``gradient``) where a phase row fits a result row; else :data:`ROWS`.
 
     >>> layout((8, 8, 8, 8, 1, 1, 1, 1, 1, 1)), layout((8, 8, 4, 4, 2, 2, 1, 1, 1, 1))
     (1, 2)
@@ -212,14 +212,14 @@ def _workspace(op, shape, kernel_shape, mode, chunks, ctx, dtype) -> list:
     if op.kind == "conv2d_backward_kernel":
         lane = max(1, BLOCK // shape[3]) * shape[3]
         lanes = chunks * kh * kw * lane
-        buffer = scratch_array(ctx, 1, lanes + chunks * scratch_cells(shape, (1, 1, kh, kw), mode,
-                                                                  1, chunks), dtype)[0]
+        cells = lanes + chunks * scratch_cells(shape, (1, 1, kh, kw), mode, 1, chunks)
+        buffer = scratch_array(ctx, 1, cells, dtype)[0]
         arrays = [buffer[:lanes].reshape(chunks, kh * kw, lane),
                   buffer[lanes:].reshape(chunks, -1)]
     else:
         channels = o if op.kind == "conv2d" else op["groups"] * cg     # the result's
-        arrays = [scratch_array(ctx, chunks, scratch_cells(shape, kernel_shape, mode, channels,
-                                                      chunks), dtype)]
+        cells = scratch_cells(shape, kernel_shape, mode, channels, chunks)
+        arrays = [scratch_array(ctx, chunks, cells, dtype)]
     if op.kind != "conv2d_backward_input":
         arrays.append(_read_only(arrays[-1], False))
     return arrays
@@ -258,10 +258,10 @@ def conv_kernel(op, ins, out, ctx, threaded: bool):
     mode = layout(shape, depthwise, gradient)
     if mode == PADDED:
         from .numba_depthwise import depthwise2d
+        cells = scratch_cells(shape, kernel_shape, mode, 1, chunks)
         args = [_read_only(ins[0], True), _read_only(ins[1], False),
                 out.reshape(out.shape[0], out.shape[1], -1),
-                scratch_array(ctx, chunks, scratch_cells(shape, kernel_shape, mode, 1, chunks),
-                         out.dtype), shape, threaded]
+                scratch_array(ctx, chunks, cells, out.dtype), shape, threaded]
         load_compiled(depthwise2d, tuple(numba.typeof(a) for a in args))
         return partial(depthwise2d, *args)
     taps = tap_table(shape, kernel_shape[2:], mode,

@@ -209,8 +209,8 @@ def plan_offsets(live: Liveness) -> Plan:
     # 615 by size, 606 by area, 587 by lifetime, 571 and 574 MiB by these; bound 565)
     by_flattened_area = sorted(ids, key=lambda c: (
         -chains[c][2] * (chains[c][1] - chains[c][0] + 1) ** 0.25, chains[c][0], c))
-    by_size_class = sorted(ids, key=lambda c: (-(chains[c][2] >> 22), chains[c][0] - chains[c][1],
-                                               c))
+    by_size_class = sorted(ids, key=lambda c: (-(chains[c][2] >> 22),
+                                               chains[c][0] - chains[c][1], c))
     after = None
     if live.concurrency is not None:
         # a chain is finished with once its last member's users are (each member

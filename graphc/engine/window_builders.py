@@ -164,8 +164,9 @@ def separable_max_pool(op, ins, out, ctx, threaded: bool):
     """A callable filling ``out`` with the stride-1 ``max_pool2d`` of ``ins[0]`` as
     :mod:`.numba_pool`'s two flat passes per plane (GoogLeNet's 3x3 pools of 14x14
     planes: 0.65 -> 0.18 ms; with a stride its strided pass gains too little over
-    :mod:`.numba_window`'s rows), the same bits; ``None`` where
-    :func:`window_kernel` declines the arrays.
+    :mod:`.numba_window`'s rows): the same values and NaN windows (see
+    :mod:`.numba_pool` for a tie of +0 and -0); ``None`` where :func:`window_kernel`
+    declines the arrays.
 
     Example: ``separable_max_pool(op, [x], out, None, threaded=False)()`` fills ``out``.
     """
