@@ -291,6 +291,12 @@ def test_fma_fused_and_adagrad_gradients():
                (Op.make("add"), (acc, first)), (Op.make("tanh"), (acc,)))
     fused = Op.make("fused", program=program, shape=(3, 4), dtype=np.dtype(F64), inplace=())
     check_gradient(lambda M, x, y: ns_of(M)._apply(fused, [x, y]), a, b)
+    # branches meeting: exp(x) kept in a register and read twice, by two instructions
+    program = ((Op.make("exp"), (first,)), (Op.make("sin"), (second,)),
+               (Op.make("multiply"), (acc, ("reg", 0))), (Op.make("add"), (acc, ("reg", 0))),
+               (Op.make("multiply"), (("reg", 1), acc)))
+    fused = Op.make("fused", program=program, shape=(3, 4), dtype=np.dtype(F64))
+    check_gradient(lambda M, x, y: ns_of(M)._apply(fused, [x, y]), a, b)
 
 
 def test_gradient_of_the_optimised_graph_is_the_same():

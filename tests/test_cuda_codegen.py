@@ -28,6 +28,7 @@ import graphc.ndarray as N
 from graphc.engine.cuda_codegen import (C_EXPRESSIONS, C_TYPES, PRELUDE, KernelSource,
                                         elementwise_kernel, literal, supported)
 from graphc.type import Op
+from graphc.type.program import operand, registers
 from graphc.type.errors import DTypeError
 from graphc.engine.strategy import stream_chunk
 from graphc.type.kinds import KINDS
@@ -60,15 +61,15 @@ def check_program_stepwise(op, inputs, shape):
     own previous accumulator: an ulp of difference from exp, say, may be amplified by a
     later cancellation or jump at floor, yet every instruction must still be right."""
     program = op["program"]
-    acc = None
+    results = []
     for k, (inner, args) in enumerate(program):
         prefix = Op.make("fused", **{**op.params(), "program": program[:k + 1]})
         got = run_kernel(elementwise_kernel(prefix, [np.asarray(a).dtype for a in inputs],
                                             op["dtype"]), inputs, shape)
-        want = reference(inner, [acc if a[0] == "acc" else inputs[a[1]] for a in args])
+        want = reference(inner, [operand(a, inputs, results) for a in args])
         want = np.broadcast_to(want, shape).astype(op["dtype"])
         assert_same(got, want, inner.kind not in INEXACT, f"instruction {k} of {op}")
-        acc = got
+        results.append(got)
 
 
 def check_graph(feeds, outputs, updates=None, **options):
@@ -260,6 +261,27 @@ def test_fused_operation_declares_an_accumulator():
     assert src.operation.splitlines() == [
         "float acc;", "acc = graphc_mul_f32(x0, x1);", "acc = acc + ((float)x2);",
         "acc = x3 ? acc : x1;", "out = acc;"]
+
+
+def test_registers_are_declared_where_they_are_kept():
+    program = ((Op.make("exp"), (("in", 0),)), (Op.make("negative"), (("in", 1),)),
+               (Op.make("add"), (("acc",), ("reg", 0))))
+    src = elementwise_kernel(Op.make("fused", program=program), ["float32", "float32"],
+                             "float32")
+    assert src.operation.splitlines() == [
+        "float acc;", "acc = expf(x0);", "float r0 = acc;", "acc = -x1;", "acc = acc + r0;",
+        "out = acc;"]
+
+
+@needs_gcc
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_branches_meeting_in_one_program(dtype):
+    rng = np.random.default_rng(8)
+    x, y = (N.var(s, (9, 11), dtype) for s in "xy")
+    feeds = {s: rng.normal(size=(9, 11)).astype(dtype) for s in "xy"}
+    u, v = N.exp(x) * 0.5 - y, N.abs(y) + x
+    ops = check_graph(feeds, [N.sqrt(u * u + v * v) * u])
+    assert any(op.kind == "fused" and registers(op["program"]) for op in ops), ops
 
 
 # -- random chains, fused by the default optimiser ----------------------------------------

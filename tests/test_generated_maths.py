@@ -90,7 +90,9 @@ def test_gelu_matches_the_numpy_engine(dtype):
     v = N.var("x", x.shape, dtype)
     gelu = v * 0.5 * (1.0 + N.erf(v / math.sqrt(2.0)))
     exe = graphc.compile([v], [gelu], kernels="generated")
-    assert exe.stats()["generated_steps"] >= 1
+    # one fused program; float64 erf is the C library's, element by element, so that
+    # program keeps NumPy's vectorised loops (strategy.generated_wanted)
+    assert exe.stats()["generated_steps"] == (dtype == "float32")
     got = exe.run(x=x)
     want = graphc.compile([v], [gelu], kernels="numpy").run(x=x)
     # 1 + erf(x) cancels for negative x: an ulp of erf there is eps * |x| / 2 of the

@@ -19,6 +19,7 @@ import graphc.onnx  # noqa: E402
 from graphc.onnx import OnnxUnsupported  # noqa: E402
 from graphc.onnx.export import exported_kinds, to_onnx  # noqa: E402
 from graphc.onnx.export_ops import EXPORTERS  # noqa: E402
+from graphc.type.program import registers  # noqa: E402
 from neural_reference import trained_looking  # noqa: E402
 from onnx_reference import onnxruntime_run  # noqa: E402
 from opcheck import examples, quiet  # noqa: E402
@@ -368,6 +369,13 @@ def test_the_optimised_graph_exports_too():
     model = to_onnx(exe.graph)
     assert "Transpose" in op_types(model)
     for got, want in zip(onnxruntime_run(model, feeds), exe.run(**feeds)):
+        assert_matches(got, want, rtol=1e-5)
+    # branches meeting in one program (registers)
+    u, v = N.exp(a) * 0.5, N.abs(a) + 1.0
+    exe = graphc.compile([a], [N.sqrt(u * u + v * v)])
+    assert any(registers(n.op["program"]) for n in exe.graph.order if n.op.kind == "fused")
+    for got, want in zip(onnxruntime_run(to_onnx(exe.graph), {"a": feeds["a"]}),
+                         exe.run(a=feeds["a"])):
         assert_matches(got, want, rtol=1e-5)
     b2 = N.var("b", (3, 4))
     c2 = N.var("c", (4,))

@@ -12,6 +12,7 @@ definitions (:mod:`graphc.ops.elementwise`), next to the rest of each op.
 """
 from __future__ import annotations
 
+from ..type.program import operand
 from .common import fit, wants
 
 
@@ -40,28 +41,35 @@ def binary_rule(da, db):
 
 def fused_rule(ns, op, inputs, output, g, needs=None):
     """Replay the fused program to get its intermediates, then apply each
-    instruction's own rule backwards; ``("acc",)`` carries the running value."""
+    instruction's own rule backwards: the gradient of an instruction's value sums
+    what flows back through the accumulator and the registers that read it
+    (:mod:`graphc.type.program`)."""
     from .rules import GRADIENTS  # the registry this module helps to fill
 
-    values = []
-    for inner, args in op["program"]:
-        arrays = [values[-1][3] if a[0] == "acc" else inputs[a[1]] for a in args]
-        values.append((inner, args, arrays, ns._apply(inner, arrays)))
+    program = op["program"]
+    results, steps = [], []
+    for inner, args in program:
+        arrays = [operand(a, inputs, results) for a in args]
+        results.append(ns._apply(inner, arrays))
+        steps.append(arrays)
     grads = [None] * len(inputs)
-    carried = g
-    for inner, args, arrays, out in reversed(values):
+    # the gradient of each instruction's value, summed as its readers pass it back
+    flowing = [None] * (len(program) - 1) + [g]
+
+    def add(slots, i, part):
+        slots[i] = part if slots[i] is None else ns.add(slots[i], part)
+
+    for k in reversed(range(len(program))):
+        if flowing[k] is None:   # nothing flows back through this instruction
+            continue
+        (inner, args), arrays = program[k], steps[k]
         rule = GRADIENTS.get(inner.kind)
-        parts = rule(ns, inner, arrays, out, carried) if rule else [None] * len(args)
-        carried = None
+        parts = rule(ns, inner, arrays, results[k], flowing[k]) if rule else [None] * len(args)
         for a, part in zip(args, parts):
             if part is None:
                 continue
-            if a[0] == "acc":
-                carried = part if carried is None else ns.add(carried, part)
+            if a[0] == "in":
+                add(grads, a[1], fit(ns, part, inputs[a[1]]))
             else:
-                i = a[1]
-                part = fit(ns, part, inputs[i])
-                grads[i] = part if grads[i] is None else ns.add(grads[i], part)
-        if carried is None:  # nothing flows further back through the accumulator
-            break
+                add(flowing, k - 1 if a[0] == "acc" else a[1], part)
     return [grad if wants(needs, i) else None for i, grad in enumerate(grads)]

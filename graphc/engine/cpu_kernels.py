@@ -25,6 +25,7 @@ import numpy as np
 from ..shape.indexing import decode_basic, decode_with_arrays
 from ..type.errors import GraphcError
 from ..type.kinds import reference_function
+from ..type.program import operand, registers
 from .strategy import SCRATCH_BYTES, stream_chunk
 
 
@@ -344,6 +345,39 @@ def fused_adagrad(op, ins, out, ctx):
     return fused_adagrad
 
 
+def work_array(ctx, shape, dtype) -> np.ndarray:
+    """An array a kernel fills and uses within each call: the run context's shared
+    workspace (:meth:`~.cpu.RunContext.workspace`) where there is one, else its own.
+
+    Example: ``masks = work_array(ctx, y.shape, np.bool_)``"""
+    if ctx is not None and hasattr(ctx, "workspace"):
+        return ctx.workspace(shape, dtype)
+    return np.empty(shape, dtype)
+
+
+def register_space(program, size: int, dtype, ctx) -> dict:
+    """Instruction -> a workspace of ``size`` elements holding its value, for each
+    one a later instruction of ``program`` reads as a register."""
+    return {k: work_array(ctx, (size,), dtype) for k in sorted(registers(program))}
+
+
+def program_calls(program, inputs, work, last, space, ctx) -> list:
+    """The kernels computing a fused ``program`` over ``inputs``: a branch that ends
+    in a register computes in that register's part of ``space`` (:func:`register_space`,
+    at least ``work``'s size); the last branch in ``work``, its last instruction
+    into ``last``."""
+    calls, results = [], []
+    ends = sorted(space) + [len(program) - 1]    # the last instruction of each branch
+    for k, (inner, args) in enumerate(program):
+        end = next(e for e in ends if e >= k)
+        target = (last if k == len(program) - 1 else work if end == ends[-1] else
+                  space[end][:work.size].reshape(work.shape))
+        operands = [operand(a, inputs, results) for a in args]
+        calls.append(KERNELS[inner.kind](inner, operands, target, ctx))
+        results.append(target)
+    return calls
+
+
 def _fused_streamed(op, ins, out, ctx, chunk):
     """The program run chunk by chunk: each chunk's instructions work in a small
     scratch that stays in cache, and only the last writes the chunk of ``out``. Every
@@ -354,28 +388,23 @@ def _fused_streamed(op, ins, out, ctx, chunk):
         raise ValueError(f"fused: a streamed program needs contiguous inputs of {out.size} or 1 "
                          f"elements, got shapes {[a.shape for a in ins]}")
     acc = _scratch(ctx, chunk * out.dtype.itemsize).view(out.dtype)
-    program = op["program"]
+    space = register_space(op["program"], chunk, out.dtype, ctx)
     calls = []
     for arrays, po in pieces:
-        a = acc[:po.size]
-        for k, (inner, args) in enumerate(program):
-            target = po if k == len(program) - 1 else a
-            operands = [a if arg[0] == "acc" else arrays[arg[1]] for arg in args]
-            calls.append(KERNELS[inner.kind](inner, operands, target, ctx))
+        calls += program_calls(op["program"], arrays, acc[:po.size], po, space, ctx)
     return run_all(calls)
 
 
 def fused(op, ins, out, ctx):
-    """Each instruction writes into ``out``; ``("acc",)`` reads the running value.
-    Large programs stream (:func:`.strategy.stream_chunk` decides, as it decided what
-    liveness let the node write over)."""
+    """Each instruction writes into ``out``; ``("acc",)`` reads the running value,
+    ``("reg", k)`` a workspace (:mod:`graphc.type.program`). Large programs stream
+    (:func:`.strategy.stream_chunk` decides, as it decided what liveness let the node
+    write over)."""
     chunk = stream_chunk(out.shape, [a.shape for a in ins], out.dtype.itemsize)
     if chunk:
         return _fused_streamed(op, ins, out, ctx, chunk)
-    steps = []
-    for inner, args in op["program"]:
-        arrays = [out if a[0] == "acc" else ins[a[1]] for a in args]
-        steps.append(KERNELS[inner.kind](inner, arrays, out, ctx))
+    space = register_space(op["program"], out.size, out.dtype, ctx)
+    steps = program_calls(op["program"], ins, out, out, space, ctx)
     if len(steps) == 2:
         first, second = steps
 

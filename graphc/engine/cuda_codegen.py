@@ -43,7 +43,7 @@ import numpy as np
 
 from ..shape.rules import infer
 from ..type.errors import GraphcError
-from .expressions import Dialect, program_lines
+from .expressions import Dialect, program_body, program_lines
 
 #: helpers the operations use; valid C99 (after <math.h>, <stdbool.h>) and CUDA C++
 PRELUDE = r"""
@@ -175,18 +175,19 @@ def _extra(compute) -> dict:
 
 
 #: the C dialect of the shared kernel description (:mod:`.expressions`)
-DIALECT = Dialect("cuda_codegen", C_EXPRESSIONS, C_TYPES, "(({T}){x})", literal, _extra)
+DIALECT = Dialect("cuda_codegen", C_EXPRESSIONS, C_TYPES, "(({T}){x})", literal, _extra,
+                  assign="acc = {e};", save="{T} r{k} = acc;")
 
 
 @functools.lru_cache(maxsize=4096)
 def _generate(op, in_dtypes: tuple, out: str) -> KernelSource:
     names = [f"x{k}" for k in range(len(in_dtypes))]
-    lines = program_lines(DIALECT, op, names, in_dtypes, out)
     if op.kind == "fused":
-        operation = "\n".join([f"{C_TYPES[out][0]} acc;"] + [f"acc = {e};" for e in lines]
+        operation = "\n".join([f"{C_TYPES[out][0]} acc;"]
+                              + program_body(DIALECT, op, names, in_dtypes, out)
                               + ["out = acc;"])
     else:
-        operation = f"out = {lines[0]};"
+        operation = f"out = {program_lines(DIALECT, op, names, in_dtypes, out)[0]};"
     in_params = ", ".join(f"{d} {n}" for d, n in zip(in_dtypes, names))
     out_params = f"{out} out"
     digest = hashlib.sha1(f"{in_params}|{out_params}|{operation}".encode()).hexdigest()

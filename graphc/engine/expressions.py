@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 
 from ..type.kinds import KINDS
+from ..type.program import operand, registers
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,10 @@ class Dialect:
     cast: str
     literal: Callable
     extra: Callable = field(default=lambda compute: {})
+    #: a statement assigning expression ``{e}`` to the accumulator, and one keeping
+    #: the accumulator in register ``r{k}`` (of type ``{T}``)
+    assign: str = "acc = {e}"
+    save: str = "r{k} = acc"
 
     def unsupported(self, kind, dtype, why=""):
         return NotImplementedError(f"{self.name}: {kind} on {dtype} is not supported{why}")
@@ -110,8 +115,25 @@ def program_lines(dialect: Dialect, op, names, in_dtypes, out) -> list:
     if op.kind != "fused":
         return [expression(dialect, op, list(names), list(in_dtypes), out)]
     lines = []
-    for inner, args in op["program"]:
-        operands = ["acc" if a[0] == "acc" else names[a[1]] for a in args]
-        dtypes = [out if a[0] == "acc" else in_dtypes[a[1]] for a in args]
+    program = op["program"]
+    for k, (inner, args) in enumerate(program):
+        # the accumulator is a variable of its own (``acc``), a register ``r{k}``
+        registers_so_far = [f"r{j}" for j in range(k)] + ["acc"]
+        operands = [operand(a, names, registers_so_far) for a in args]
+        # every instruction yields the node's dtype: the accumulator and registers too
+        dtypes = [out if a[0] != "in" else in_dtypes[a[1]] for a in args]
         lines.append(expression(dialect, inner, operands, dtypes, out))
     return lines
+
+
+def program_body(dialect: Dialect, op, names, in_dtypes, out) -> list:
+    """The statements computing ``op`` (:func:`program_lines`) in ``dialect``: each
+    expression assigned to the accumulator, and copied to register ``r{k}`` where a
+    later instruction reads it (:mod:`graphc.type.program`)."""
+    saved = registers(op["program"]) if op.kind == "fused" else frozenset()
+    body = []
+    for k, line in enumerate(program_lines(dialect, op, names, in_dtypes, out)):
+        body.append(dialect.assign.format(e=line))
+        if k in saved:
+            body.append(dialect.save.format(k=k, T=dialect.types[out][0]))
+    return body

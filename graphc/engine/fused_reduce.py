@@ -104,7 +104,7 @@ def _scratch(ctx, nbytes):
 
 def fused_reduce(op, ins, out, ctx):
     """The NumPy kernel of a ``fused_reduce`` node (see the module docstring)."""
-    from .cpu_kernels import KERNELS, run_all
+    from .cpu_kernels import program_calls, register_space, run_all
     full, dtype, kind = tuple(op["full"]), np.dtype(op["dtype"]), op["reduce"]
     rank, axes = len(full), reduced_axes(op)
     views = [_full_rank(a, rank) for a in ins]
@@ -119,6 +119,7 @@ def fused_reduce(op, ins, out, ctx):
     values = scratch[:budget * dtype.itemsize].view(dtype)
     partials = scratch[second:second + budget * out.dtype.itemsize].view(out.dtype)
     reducer, combine = _BLOCKWISE[kind]
+    space = register_space(op["program"], budget, dtype, ctx)
     if size == 0:   # nothing to compute: the reduction of an empty array (0, 1 or NaN)
         return partial(reducer if kind != "mean" else np.mean, np.empty(full, dtype),
                        axis=axes, out=target, keepdims=True)
@@ -131,9 +132,7 @@ def fused_reduce(op, ins, out, ctx):
     for index, shape in zip(blocks, shapes):
         value = values[:math.prod(shape)].reshape(shape)
         arrays = [v[_region(index, v.shape) + (Ellipsis,)] for v in views]
-        for inner, args in op["program"]:
-            operands = [value if a[0] == "acc" else arrays[a[1]] for a in args]
-            calls.append(KERNELS[inner.kind](inner, operands, value, ctx))
+        calls += program_calls(op["program"], arrays, value, value, space, ctx)
         region = target[tuple(slice(None) if d in axes else s for d, s in enumerate(index))]
         if complete:
             calls.append(partial(np.mean if kind == "mean" else reducer, value, axis=axes,

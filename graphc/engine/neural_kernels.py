@@ -27,6 +27,7 @@ import numpy as np
 
 from ..shape.neural import conv_output_size, valid_range
 from .cpu_kernels import run_all
+from .cpu_kernels import work_array
 
 
 # -- geometry ------------------------------------------------------------------------------
@@ -68,20 +69,12 @@ def _conv_hw(in_hw, kernel, op):
             conv_output_size(in_hw[1], kernel[1], sw, pw, dw))
 
 
-def _work(ctx, shape, dtype) -> np.ndarray:
-    """An array a kernel fills and uses within each call: the run context's shared
-    workspace (:meth:`~.cpu.RunContext.workspace`) where there is one, else its own."""
-    if ctx is not None and hasattr(ctx, "workspace"):
-        return ctx.workspace(shape, dtype)
-    return np.empty(shape, dtype)
-
-
 def _contiguous(a, prelude, ctx=None):
     """``a`` when C-contiguous (so its reshapes are views), else a scratch copy
     refreshed by a step appended to ``prelude``."""
     if a.flags.c_contiguous:
         return a
-    copy = _work(ctx, a.shape, a.dtype)
+    copy = work_array(ctx, a.shape, a.dtype)
     prelude.append(partial(np.copyto, copy, a))
     return copy
 
@@ -160,7 +153,7 @@ def _phases(src, taps, stride, n_taps, axis, ctx=None):
     for a, b in keys:
         shape = list(src[..., a::sh, b::sw].shape)
         shape[axis] = block
-        buffers[a, b] = _work(ctx, tuple(shape), src.dtype)
+        buffers[a, b] = work_array(ctx, tuple(shape), src.dtype)
     blocks = []
     for first in range(0, images, block):
         part = slice(first, min(images, first + block))
@@ -265,7 +258,7 @@ def max_pool2d_backward(op, ins, out, ctx):
     ``signbit``) writes wrong values into a strided ``out=`` of 16 or more elements,
     which each tap's region of the match mask is; comparisons are not affected."""
     x, y, g = ins
-    claimed, match, y_nan, x_nan = (_work(ctx, y.shape, np.bool_) for _ in range(4))
+    claimed, match, y_nan, x_nan = (work_array(ctx, y.shape, np.bool_) for _ in range(4))
     plain = [partial(out.fill, 0), partial(claimed.fill, False)]
     with_nan = list(plain)
     for _, _, region, rows, cs in _pool_taps(op, x.shape, y.shape):
@@ -299,7 +292,7 @@ def avg_pool2d(op, ins, out, ctx):
 def avg_pool2d_backward(op, ins, out, ctx):
     g = ins[0]
     counts = pool_counts(op, out.shape[2:], g.shape[2:], out.dtype)
-    share = _work(ctx, g.shape, g.dtype)
+    share = work_array(ctx, g.shape, g.dtype)
     steps = [partial(np.divide, g, counts, share), partial(out.fill, 0)]
     for _, _, region, rows, cs in _pool_taps(op, out.shape, g.shape):
         dst = out[..., rows, cs]
@@ -332,7 +325,7 @@ def lrn(op, ins, out, ctx):
     """``x / (k + alpha / size * sum of x^2 over the window) ** beta``."""
     x = ins[0]
     size, alpha, beta, k = op["size"], op["alpha"], op["beta"], op["k"]
-    squares = _work(ctx, x.shape, x.dtype)
+    squares = work_array(ctx, x.shape, x.dtype)
     steps = [partial(np.multiply, x, x, squares)]
     steps += _window_sum(squares, out, _lrn_window(size))
     steps += [partial(np.multiply, out, alpha / size, out), partial(np.add, out, k, out),
@@ -346,7 +339,7 @@ def lrn_backward(op, ins, out, ctx):
     hold j of g_c x_c D_c^(-beta-1)``."""
     x, g = ins
     size, alpha, beta, k = op["size"], op["alpha"], op["beta"], op["k"]
-    a, b = _work(ctx, x.shape, x.dtype), _work(ctx, x.shape, x.dtype)
+    a, b = work_array(ctx, x.shape, x.dtype), work_array(ctx, x.shape, x.dtype)
     steps = [partial(np.multiply, x, x, a)]
     steps += _window_sum(a, b, _lrn_window(size))
     steps += [partial(np.multiply, b, alpha / size, b), partial(np.add, b, k, b),   # D

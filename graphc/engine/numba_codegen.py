@@ -38,7 +38,7 @@ import re
 
 import numpy as np
 
-from .expressions import Dialect, program_lines
+from .expressions import Dialect, program_body, program_lines
 
 #: bumped whenever the generated code changes meaning, so cached kernels are rebuilt
 GENERATOR_VERSION = 1
@@ -148,7 +148,7 @@ def kernel_body(op, in_dtypes, out_dtype, rank: int, scalars, parallel: bool,
                 rows=()) -> list:
     """The lines of one kernel function (see :func:`kernel_source`)."""
     names = [f"a{k}" for k in range(len(in_dtypes))]
-    exprs = program_lines(DIALECT, op, names, in_dtypes, out_dtype)
+    body = program_body(DIALECT, op, names, in_dtypes, out_dtype)
     args = ", ".join(["out"] + [f"x{k}" for k in range(len(in_dtypes))])
     header, index, depth = _loops(rank, parallel)
     pad = "    " * depth
@@ -163,7 +163,7 @@ def kernel_body(op, in_dtypes, out_dtype, rank: int, scalars, parallel: bool,
     lines.append(header[-1])
     lines += [f"{pad}a{k} = x{k}[{index}]" for k in range(len(in_dtypes))
               if k not in scalars and k not in rows]
-    lines += [f"{pad}acc = {e}" for e in exprs]
+    lines += [pad + statement for statement in body]
     lines.append(f"{pad}out[{index}] = acc")
     return lines
 
@@ -232,7 +232,7 @@ def reduce_kernel_body(op, in_dtypes, dtype, reduce, roles: str, spans,
                                   "(float32 and float64 sums, means, products, maxima and "
                                   "minima)")
     names = [f"a{k}" for k in range(len(in_dtypes))]
-    exprs = program_lines(DIALECT, op, names, in_dtypes, dtype)
+    body = program_body(DIALECT, op, names, in_dtypes, dtype)
     init, update, finish = REDUCERS[reduce]
     kept, reduced = roles.count("k"), roles.count("r")
     # the loop variable of each dimension: i<n> the n-th kept one, j<n> the n-th reduced
@@ -265,7 +265,7 @@ def reduce_kernel_body(op, in_dtypes, dtype, reduce, roles: str, spans,
         if span is not None:
             index = ", ".join(v if f else "0" for v, f in zip(variables, span))
             lines.append(f"{inner}a{k} = x{k}[{index}]")
-    lines += [f"{inner}acc = {e}" for e in exprs]
+    lines += [inner + statement for statement in body]
     lines.append(f"{inner}{update}")
     lines.append(f"{pad}out[{out_index}] = {finish}")
     return lines

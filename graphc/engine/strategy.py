@@ -9,6 +9,8 @@ are, and which inputs it may write over are the engine's choices:
 - A fused program runs each instruction into its output buffer, the running value
   taking the place of the absorbed parent; it may then write over the inputs only
   its first instruction reads, in a position that instruction's kind may overwrite.
+  Branches that end in registers compute first, in the registers' own memory, so
+  there the first instruction of the last branch is the one that counts.
 - A large one (:data:`STREAM_MIN` elements or more) whose inputs are full-size or
   single elements is *streamed*: chunk by chunk through a small scratch that stays
   in cache, every input of a chunk read before that chunk of the output is written,
@@ -36,6 +38,7 @@ import os
 
 from ..type.kinds import is_elementwise
 from ..type.kinds import may_overwrite as kind_may_overwrite
+from ..type.program import last_branch
 
 #: bytes of the scratch a streamed kernel works in (a chunk of every dtype fits)
 SCRATCH_BYTES = 1 << 19
@@ -128,13 +131,20 @@ def fused_overwritable(program, in_shapes, out_shape, itemsize: int = 8) -> tupl
     (subject to liveness: equal shape and dtype, the input dying there)."""
     if stream_chunk(out_shape, in_shapes, itemsize):
         return tuple(j for j, s in enumerate(in_shapes) if tuple(s) == tuple(out_shape))
-    first_op, first_args = program[0]
-    later = {a[1] for _, args in program[1:] for a in args if a[0] == "in"}
+    # the output is first written by the first instruction of the last branch (earlier
+    # ones compute in their registers): an input read there or before, and not after,
+    # may go
+    start = last_branch(program)
+    first_op, first_args = program[start]
+
+    def read(instructions):
+        return {a[1] for _, args in instructions for a in args if a[0] == "in"}
+    before, later = read(program[:start]), read(program[start + 1:])
     result = []
     for j in range(len(in_shapes)):
         positions = [k for k, a in enumerate(first_args) if a == ("in", j)]
-        if positions and j not in later and all(kind_may_overwrite(first_op, k)
-                                                for k in positions):
+        if j not in later and (j in before or positions) and all(
+                kind_may_overwrite(first_op, k) for k in positions):
             result.append(j)
     return tuple(result)
 

@@ -20,6 +20,7 @@ import string
 
 import numpy as np
 
+from ..type.program import operand
 from .errors import OnnxUnsupported
 from .export import Value
 
@@ -233,10 +234,10 @@ def fused_adagrad_export(ctx, op, ins, out):
 def fused_export(ctx, op, ins, out):
     from ..shape.rules import infer
 
-    acc = None
+    results = []
     program = op["program"]
     for k, (inner, args) in enumerate(program):
-        operands = [acc if a[0] == "acc" else ins[a[1]] for a in args]
+        operands = [operand(a, ins, results) for a in args]
         shape, dtype = infer(inner, operands)
         last = k == len(program) - 1
         step = Value(out.name if last and dtype == out.dtype else ctx.fresh(inner.kind),
@@ -246,8 +247,8 @@ def fused_export(ctx, op, ins, out):
         name = ctx.cast(Value(name, shape, dtype), out.dtype)
         if shape != out.shape:
             name = ctx.op("Expand", [name, ctx.ints(out.shape)])
-        acc = Value(name, out.shape, out.dtype)
-    return acc.name
+        results.append(Value(name, out.shape, out.dtype))
+    return results[-1].name
 
 
 # -- reductions ---------------------------------------------------------------------------------

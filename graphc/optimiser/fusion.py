@@ -8,7 +8,10 @@ and dtype, nothing about how it runs. Every instruction yields the running
 value (the *accumulator*), taking the place of the absorbed parent, so
 intermediates need no memory. An instruction may read the accumulator only in
 a position where its op may overwrite its input (``where`` only in its last
-operand), so a kernel may compute the program in its output buffer.
+operand), so a kernel may compute the program in its output buffer. Where
+several such branches meet (``gx * gx + gy * gy``), the others run first and
+leave their values in registers (:mod:`graphc.type.program`): one pass over
+memory for the whole expression.
 
 >>> import graphc.ndarray as N
 >>> from graphc.optimiser.rewriter import rewrite
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 from ..type.kinds import MIN_INPLACE_SIZE, is_elementwise, may_overwrite
 from ..type.op import Op
+from ..type.program import shifted
 from .build import make
 from .pattern import Pat, Scalar
 from .rewriter import Pass, Rule
@@ -142,31 +146,62 @@ def _program_of(node):
     return [(node.op, tuple(args))], inputs
 
 
+def _absorbable(p, node, ctx) -> bool:
+    """Whether ``node`` may take ``p``'s program into its own: an elementwise value of
+    its shape and dtype that nothing else reads."""
+    return (_elementwise(p) and p.shape == node.shape and p.dtype == node.dtype
+            and ctx.uses(p) == sum(q is p for q in node.parents))
+
+
+def _accumulated(node, ctx):
+    """The position of the parent ``node`` computes over (the accumulator), or None."""
+    for position, p in enumerate(node.parents):
+        if (_absorbable(p, node, ctx) and ctx.uses(p) == 1
+                and may_overwrite(node.op, position)):
+            return position
+    return None
+
+
+def _length(p) -> int:
+    return len(p.op["program"]) if p.op.kind == "fused" else 1
+
+
 def _fuse(node, ctx):
     # a fused node never absorbs further parents: its program would need a second buffer
     if not _elementwise(node) or node.op.kind == "fused" or node.size < MIN_INPLACE_SIZE:
         return None   # too small to be worth computing over its parent (type.kinds)
-    for position, p in enumerate(node.parents):
-        if (_elementwise(p) and ctx.uses(p) == 1 and p.shape == node.shape
-                and p.dtype == node.dtype and sum(q is p for q in node.parents) == 1
-                and may_overwrite(node.op, position)):
-            break
-    else:
+    position = _accumulated(node, ctx)
+    if position is not None and _length(node.parents[position]) >= MAX_PROGRAM:
         return None
-    if p.op.kind == "fused" and len(p.op["program"]) >= MAX_PROGRAM:
-        return None
-    program, inputs = _program_of(p)
-    args = []
+    # the other branches that meet here run first, each leaving its value in a register
+    length = 1 + (_length(node.parents[position]) if position is not None else 0)
+    branches = []
     for k, q in enumerate(node.parents):
-        if k == position:
-            args.append(("acc",))
-            continue
-        index = next((i for i, r in enumerate(inputs) if r is q), None)
-        if index is None:
-            index = len(inputs)
+        if (k != position and all(q is not b for b in branches) and _absorbable(q, node, ctx)
+                and length + _length(q) <= MAX_PROGRAM):
+            branches.append(q)
+            length += _length(q)
+    if position is None and not branches:
+        return None
+    program, inputs, results = [], [], {}
+
+    def index_of(q):
+        found = next((i for i, r in enumerate(inputs) if r is q), None)
+        if found is None:
             inputs.append(q)
-        args.append(("in", index))
-    program.append((node.op, tuple(args)))
+            found = len(inputs) - 1
+        return found
+
+    absorbed = branches + ([node.parents[position]] if position is not None else [])
+    for q in absorbed:
+        part, part_inputs = _program_of(q)
+        program += shifted(part, len(program), {i: index_of(r) for i, r in
+                                                enumerate(part_inputs)})
+        results[id(q)] = len(program) - 1
+    args = tuple(("acc",) if k == position else
+                 ("reg", results[id(q)]) if id(q) in results else ("in", index_of(q))
+                 for k, q in enumerate(node.parents))
+    program.append((node.op, args))
     # the program only: how its kernel runs (streamed or not) and what it may write
     # over are the engine's decisions (graphc.engine.strategy)
     op = Op.make("fused", program=tuple(program), shape=node.shape, dtype=node.dtype)

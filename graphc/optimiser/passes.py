@@ -13,7 +13,7 @@ invariant checker after every round.
 >>> x = N.var("x", (3,))
 >>> result = optimise([N.exp(x) * 1.0 + N.exp(x)], evaluate=E.evaluate)
 >>> [(r.name, r.changes) for r in result.report if r.changes]
-[('cse', 1), ('simplify', 1)]
+[('cse', 1), ('simplify', 1), ('fuse_elementwise', 1)]
 """
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def optimise(roots: Sequence, passes=None, *, fast_math: bool = False,
     >>> x = N.var("x", (3,))
     >>> y = N.exp(x) * 1.0 + N.exp(x)
     >>> optimise([y], evaluate=E.evaluate, check=True).changes_by_pass()
-    {'cse': 1, 'simplify': 1}
+    {'cse': 1, 'simplify': 1, 'fuse_elementwise': 1}
     """
     if stepwise is not None:
         warnings.warn("optimise(stepwise=...) is deprecated: check=True validates the one "
@@ -148,7 +148,7 @@ def run_stages(roots: Sequence, chosen: Sequence[Pass], *, check: bool = False,
     >>> x = N.var("x", (3,))
     >>> result = run_stages([N.tanh(N.exp(x) + N.exp(x))], [CSE, FUSE_ELEMENTWISE])
     >>> [(r.stage, r.round, r.name, r.changes) for r in result.report]
-    [('rewrite', 1, 'cse', 1), ('fuse', 1, 'fuse_elementwise', 1)]
+    [('rewrite', 1, 'cse', 1), ('fuse', 1, 'fuse_elementwise', 2)]
     """
     report = []
     roots = list(roots)

@@ -141,6 +141,9 @@ def rewrite(roots: Sequence[Node], node_rewriter=None, merge: bool = False,
     for r in roots:  # an output is used by the caller too: never single-use
         counts[id(r)] += 1
     ctx = MatchContext(counts)
+    # every node counted stays alive until the end: ``counts`` is keyed by ``id``, and
+    # a dropped intermediate's id given to a new node would lend it a stale count
+    counted: list[Node] = []
     memo: dict[int, Node] = {}
     table: dict[tuple, Node] = {}
     changes = 0
@@ -150,6 +153,7 @@ def rewrite(roots: Sequence[Node], node_rewriter=None, merge: bool = False,
         if any(a is not b for a, b in zip(parents, node.parents)):
             new = remake(node, parents)
             counts[id(new)] = counts[id(node)]
+            counted.append(new)
         if merge and node.parents and not KINDS[node.op.kind].stateful:
             key = (new.op, tuple(id(p) for p in new.parents))
             first = table.setdefault(key, new)
@@ -170,6 +174,7 @@ def rewrite(roots: Sequence[Node], node_rewriter=None, merge: bool = False,
                 if result is None:
                     break
                 counts.setdefault(id(result), counts.get(id(new), 1))
+                counted += (new, result)
                 new = result
                 changes += 1
         memo[id(node)] = new
