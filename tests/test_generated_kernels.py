@@ -120,6 +120,35 @@ def test_strided_and_read_only_inputs():
     np.testing.assert_array_equal(got, flipped * 2.0)
 
 
+@settings(max_examples=30, deadline=None)
+@given(shape=st.lists(st.integers(1, 9), min_size=1, max_size=4),
+       steps=st.lists(st.integers(1, 3), min_size=4, max_size=4),
+       transpose=st.booleans(), parallel=st.booleans())
+def test_views_read_through_a_flat_base(shape, steps, transpose, parallel):
+    """Slices and transposes of a buffer (positive strides, unit or not innermost) are
+    read as ``x[start + i]`` from a flat base: the same values as NumPy's."""
+    rng = np.random.default_rng(len(shape))
+    rank = len(shape)
+    base = rng.standard_normal([n * k + 2 for n, k in zip(shape, steps)]).astype(np.float32)
+    view = base[tuple(slice(1, 1 + n * k, k) for n, k in zip(shape, steps[:rank]))]
+    if transpose:
+        view = view.T
+    other = rng.standard_normal(view.shape).astype(np.float32)
+    row = rng.standard_normal(view.shape[:-1] + (1,)).astype(np.float32)
+    for inputs in ([view, other], [other, view], [view, row], [view, view]):
+        got = run_generated(Op.make("add"), inputs, "float32", parallel=parallel)
+        np.testing.assert_array_equal(got, inputs[0] + inputs[1])
+
+
+def test_a_sliced_input_is_read_through_its_flat_base():
+    x = np.arange(40.0, dtype=np.float32).reshape(5, 8)
+    source = numba_codegen.kernel_source(Op.make("add"), ["float32"] * 2, "float32", 2,
+                                         (), (), [(0, True)])
+    assert "a0 = x0[np.uint64(b0 + i1)]" in source and "b0 = i0 * t0[0]" in source
+    got = run_generated(Op.make("add"), [x[1:, 2:6], x[:4, :4]], "float32")
+    np.testing.assert_array_equal(got, x[1:, 2:6] + x[:4, :4])
+
+
 # -- graphs ------------------------------------------------------------------------------------
 def _compare_engines(inputs, outputs, feeds, updates=None, runs=2, **options):
     """Compile with both kernel choices, run each ``runs`` times from the same variables;

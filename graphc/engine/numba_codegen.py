@@ -144,12 +144,29 @@ def _loops(rank: int, parallel: bool):
     return lines, ", ".join(f"i{d}" for d in range(rank)), 3
 
 
+def _strided_reads(strided, rank: int, index: str, pad: str) -> tuple:
+    """Lines reading inputs through a flat base: the row's start before the inner loop,
+    the element inside it. A 2-D view with unit inner stride read as ``x[i0, i1]``
+    (Numba's layout "A") keeps LLVM from vectorising; read as ``x[start + i1]`` with an
+    unsigned index (no negative-index wrap-around test) it vectorises."""
+    outer, inner = [], []
+    variables = index.split(", ")
+    for k, unit in strided:
+        start = " + ".join(f"{v} * t{k}[{d}]" for d, v in enumerate(variables[:-1])) or "0"
+        outer.append(f"{pad[:-4]}b{k} = {start}")
+        last = variables[-1] if unit else f"{variables[-1]} * t{k}[{rank - 1}]"
+        inner.append(f"{pad}a{k} = x{k}[np.uint64(b{k} + {last})]")
+    return outer, inner
+
+
 def kernel_body(op, in_dtypes, out_dtype, rank: int, scalars, parallel: bool,
-                rows=()) -> list:
+                rows=(), strided=()) -> list:
     """The lines of one kernel function (see :func:`kernel_source`)."""
     names = [f"a{k}" for k in range(len(in_dtypes))]
     body = program_body(DIALECT, op, names, in_dtypes, out_dtype)
-    args = ", ".join(["out"] + [f"x{k}" for k in range(len(in_dtypes))])
+    flat = {k for k, _ in strided}
+    args = ", ".join(["out"] + [f"x{k}" for k in range(len(in_dtypes))]
+                     + [f"t{k}" for k, _ in strided])
     header, index, depth = _loops(rank, parallel)
     pad = "    " * depth
     rows = tuple(k for k in rows if k not in scalars) if rank > 1 else ()
@@ -160,20 +177,25 @@ def kernel_body(op, in_dtypes, out_dtype, rank: int, scalars, parallel: bool,
     # per row: left in the inner loop, its zero stride keeps LLVM from vectorising it
     outer = ", ".join(index.split(", ")[:-1] + ["0"])
     lines += [f"{pad[:-4]}a{k} = x{k}[{outer}]" for k in rows]
+    starts, reads = _strided_reads(strided, rank, index, pad)
+    lines += starts
     lines.append(header[-1])
     lines += [f"{pad}a{k} = x{k}[{index}]" for k in range(len(in_dtypes))
-              if k not in scalars and k not in rows]
+              if k not in scalars and k not in rows and k not in flat]
+    lines += reads
     lines += [pad + statement for statement in body]
     lines.append(f"{pad}out[{index}] = acc")
     return lines
 
 
-def kernel_source(op, in_dtypes, out_dtype, rank: int, scalars, rows=()) -> str:
+def kernel_source(op, in_dtypes, out_dtype, rank: int, scalars, rows=(), strided=()) -> str:
     """A module of two kernels computing ``op`` (a fused program or one elementwise
     op): ``serial(out, x0, ...)`` and ``parallel(...)``, the same loop over an
     output of ``rank`` dimensions with the outer ones split across threads.
     ``scalars`` are the positions of single-element inputs, ``rows`` those constant
-    along the innermost dimension (read once per row).
+    along the innermost dimension (read once per row), ``strided`` ``(position,
+    unit)`` pairs of inputs passed as a flat array and a tuple of element strides
+    (``unit``: the innermost stride is 1), after the other inputs.
     :class:`NotImplementedError` names an unsupported kind or dtype.
 
     >>> from graphc.type import Op
@@ -190,7 +212,7 @@ def kernel_source(op, in_dtypes, out_dtype, rank: int, scalars, rows=()) -> str:
     """
     in_dtypes = [DIALECT.dtype_name(op.kind, d) for d in in_dtypes]
     out_dtype = DIALECT.dtype_name(op.kind, out_dtype)
-    scalars, rows = tuple(sorted(scalars)), tuple(sorted(rows))
+    scalars, rows, strided = tuple(sorted(scalars)), tuple(sorted(rows)), tuple(sorted(strided))
     header = [f"# graphc generated kernel, generator version {GENERATOR_VERSION}, "
               f"prelude {PRELUDE_DIGEST}",
               "import math", "import numpy as np", "from numba import njit, prange",
@@ -200,7 +222,7 @@ def kernel_source(op, in_dtypes, out_dtype, rank: int, scalars, rows=()) -> str:
         functions.append(f"@njit(parallel={parallel}, error_model='numpy', nogil=True, "
                          "cache=True)")
         functions += kernel_body(op, in_dtypes, out_dtype, rank, scalars, parallel,
-                                 rows) + [""]
+                                 rows, strided) + [""]
     return "\n".join(header + functions)
 
 

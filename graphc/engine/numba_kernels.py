@@ -244,6 +244,16 @@ def _argument(array, shape, strides):
     return view
 
 
+def _flat_base(array, shape, strides):
+    """The memory a view of ``shape`` and (non-negative) element ``strides`` from
+    ``array``'s first element spans, as one read-only contiguous run."""
+    span = 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+    view = np.lib.stride_tricks.as_strided(array, (span,), (array.itemsize,), writeable=False)
+    view = view.view()
+    view.flags.writeable = False
+    return view
+
+
 def generated_kernel(op, ins, out, parallel: bool):
     """A callable computing elementwise ``op`` (a fused program or one op) from the
     arrays ``ins`` into the contiguous ``out``, as one generated loop (on every core
@@ -255,14 +265,20 @@ def generated_kernel(op, ins, out, parallel: bool):
     scalars = tuple(k for k, s in enumerate(in_strides) if s is None)
     shape, strides = geometry(in_strides, out.shape)
     rows = tuple(k for k, s in enumerate(strides) if s is not None and s[-1] == 0)
+    args = [out.reshape(shape)] + [_argument(a, shape, s) for a, s in zip(ins, strides)]
+    # strided views (slices, transposes) are read through a flat base (codegen)
+    flat = [k for k, s in enumerate(strides) if s is not None and k not in rows
+            and not args[1 + k].flags.c_contiguous and min(s) >= 0]
+    for k in flat:
+        args[1 + k] = _flat_base(ins[k], shape, strides[k])
     try:
         source = codegen.kernel_source(op, [a.dtype for a in ins], out.dtype, len(shape),
-                                       scalars, rows)
+                                       scalars, rows, [(k, strides[k][-1] == 1) for k in flat])
     except NotImplementedError:
         return None
     module = _load(source)
     function = module.parallel if parallel and threading_layer() else module.serial
-    args = [out.reshape(shape)] + [_argument(a, shape, s) for a, s in zip(ins, strides)]
+    args += [tuple(strides[k]) for k in flat]
     load_compiled(function, tuple(_numba.typeof(a) for a in args))
     return partial(function, *args)
 
