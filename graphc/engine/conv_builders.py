@@ -193,9 +193,19 @@ def _check(op, ins, out):
                          f"{out.shape} {out.dtype}")
 
 
-def scratch_array(ctx, chunks: int, cells: int, dtype) -> np.ndarray:
+#: bytes of a cache line (64 on x86-64; two of them on some cores' prefetchers)
+CACHE_LINE = 128
+
+
+def scratch_array(ctx, chunks: int, cells: int, dtype, apart: bool = False) -> np.ndarray:
     """``(chunks, cells)`` of scratch: the run context's shared slot where it fits (the
-    kernels that share one never run at once), else an array of its own."""
+    kernels that share one never run at once), else an array of its own. ``apart``
+    widens the rows (their first ``cells`` are the chunk's) so that no two chunks share
+    a cache line: threads writing near a row's end and the next row's start would
+    otherwise pass the line back and forth."""
+    if apart and chunks > 1:
+        line = max(1, CACHE_LINE // dtype.itemsize)
+        cells = -(-cells // line) * line + line
     nbytes = chunks * cells * dtype.itemsize
     if cells > 1 and ctx is not None and hasattr(ctx, "scratch") and nbytes <= SCRATCH_BYTES:
         return ctx.scratch(nbytes).view(dtype).reshape(chunks, cells)
@@ -261,7 +271,7 @@ def conv_kernel(op, ins, out, ctx, threaded: bool):
         cells = scratch_cells(shape, kernel_shape, mode, 1, chunks)
         args = [_read_only(ins[0], True), _read_only(ins[1], False),
                 out.reshape(out.shape[0], out.shape[1], -1),
-                scratch_array(ctx, chunks, cells, out.dtype), shape, threaded]
+                scratch_array(ctx, chunks, cells, out.dtype, apart=True), shape, threaded]
         load_compiled(depthwise2d, tuple(numba.typeof(a) for a in args))
         return partial(depthwise2d, *args)
     taps = tap_table(shape, kernel_shape[2:], mode,

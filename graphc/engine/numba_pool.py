@@ -11,6 +11,11 @@ in one flat loop with stride 1, row by row with a stride; then the ``OW`` real c
 of each of the ``OH`` rows copied out. The cells past a row's end are computed and
 never read.
 
+With a stride the plane's row maxima would be read with gaps; instead, per output
+row (:func:`max_pool2d_strided`), the maxima down its windows' rows are taken along
+contiguous image rows into a ``-inf``-padded row, then each window's maximum across
+that row (a step of 2 with 2 or 3 taps in one pass: an interleaved load).
+
 The values are :mod:`.numba_window`'s and the NumPy kernel's, NaN where a window
 holds one: a maximum is a maximum in any order. Only which zero a window of tied
 ``+0`` and ``-0`` keeps may differ (the row kernel starts from a full tap, then takes
@@ -160,4 +165,104 @@ def max_pool2d_planes(x, out, scratch, geometry, threaded):
             _plane(x, out, p, scratch[0], geometry)
 
 
-__all__ = ["max_pool2d_planes", "pool_cells", "pool_shape"]
+# -- strided windows: columns first, then the row's windows -------------------------------------
+@njit(**_OPTIONS)
+def strided_row_cells(geometry):
+    """Scratch cells one plane of :func:`max_pool2d_strided` needs: a padded row of
+    column maxima (every window's reach, ``-inf`` around the image) and an output row."""
+    W, OW, KW, SW, PL = geometry[3], geometry[5], geometry[7], geometry[9], geometry[11]
+    return max((OW - 1) * SW + KW, PL + W) + OW
+
+
+@njit(**_OPTIONS)
+def _windows_of_row(columns, row, KW, SW):
+    """``row[k] = max_j columns[SW * k + j]``, a pass per tap (a step of 2 is its own
+    loop: with a constant step LLVM vectorises the strided reads)."""
+    n = row.shape[0]
+    if SW == 2 and KW == 3:    # the common window in one pass: an interleaved load
+        for k in range(n):
+            at = np.uint64(2 * k)
+            row[k] = _larger(_larger(columns[at], columns[at + np.uint64(1)]),
+                             columns[at + np.uint64(2)])
+    elif SW == 2 and KW == 2:
+        for k in range(n):
+            at = np.uint64(2 * k)
+            row[k] = _larger(columns[at], columns[at + np.uint64(1)])
+    elif SW == 2:
+        for k in range(n):
+            row[k] = columns[np.uint64(2 * k)]
+        for j in range(1, KW):
+            for k in range(n):
+                row[k] = _larger(row[k], columns[np.uint64(2 * k + j)])
+    else:
+        for k in range(n):
+            row[k] = columns[np.uint64(SW * k)]
+        for j in range(1, KW):
+            for k in range(n):
+                row[k] = _larger(row[k], columns[np.uint64(SW * k + j)])
+
+
+@njit(**_OPTIONS)
+def _strided_plane(x, out, p, scratch, geometry):
+    """Output plane ``p`` of :func:`max_pool2d_strided`, row by row."""
+    H, W, OH, OW, KH, KW, SH, SW, PT, PL = geometry[2:12]
+    reach = max((OW - 1) * SW + KW, PL + W)
+    columns, row = scratch[:reach], scratch[reach:reach + OW]
+    columns[:PL] = -np.inf
+    columns[PL + W:] = -np.inf
+    plane = np.uint64(p * H * W)
+    for oh in range(OH):
+        top = oh * SH - PT
+        lo, hi = max(top, 0), min(top + KH, H)
+        if lo >= hi:                     # every row of the windows is padding
+            columns[PL:PL + W] = -np.inf
+        else:
+            first = plane + np.uint64(lo * W)
+            if hi - lo == 3:         # the common window: three rows in one pass
+                second, third = first + np.uint64(W), first + np.uint64(2 * W)
+                for q in range(W):
+                    at = np.uint64(q)
+                    columns[np.uint64(PL + q)] = _larger(_larger(
+                        x[first + at], x[second + at]), x[third + at])
+                lo = hi - 1
+            else:
+                for q in range(W):
+                    columns[np.uint64(PL + q)] = x[first + np.uint64(q)]
+            for h in range(lo + 1, hi):
+                start = plane + np.uint64(h * W)
+                for q in range(W):
+                    at = np.uint64(PL + q)
+                    columns[at] = _larger(columns[at], x[start + np.uint64(q)])
+        _windows_of_row(columns, row, KW, SW)
+        target = np.uint64((p * OH + oh) * OW)
+        for q in range(OW):
+            out[target + np.uint64(q)] = row[q]
+
+
+@njit(parallel=True, **_OPTIONS)
+def max_pool2d_strided(x, out, scratch, geometry, threaded):
+    """The maximum of each window of ``x`` (flat NCHW planes; padding never wins) for
+    windows with a stride: per output row, the maxima of its windows' rows down each
+    column (contiguous reads), then of each window's columns. Planes are dealt as in
+    :func:`max_pool2d_planes`, each chunk in its own ``scratch[k]``
+    (:func:`strided_row_cells` long).
+
+    >>> x, out = np.arange(25.0), np.empty(4)
+    >>> geometry = (1, 1, 5, 5, 2, 2, 3, 3, 2, 2, 0, 0, 1, 1, 0, 0)  # 3x3 windows, stride 2
+    >>> max_pool2d_strided(x, out, np.empty((1, strided_row_cells(geometry))), geometry,
+    ...                    False); out
+    array([12., 14., 22., 24.])
+    """
+    planes = geometry[0] * geometry[1]
+    if threaded:
+        chunks = scratch.shape[0]
+        for k in prange(chunks):
+            for p in range(k * planes // chunks, (k + 1) * planes // chunks):
+                _strided_plane(x, out, p, scratch[k], geometry)
+    else:
+        for p in range(planes):
+            _strided_plane(x, out, p, scratch[0], geometry)
+
+
+__all__ = ["max_pool2d_planes", "max_pool2d_strided", "pool_cells", "pool_shape",
+           "strided_row_cells"]

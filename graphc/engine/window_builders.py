@@ -153,7 +153,7 @@ def generated_window(op, ins, out, ctx, parallel: bool):
         return None
     work = max(a.size for a in list(ins) + [out])
     threaded = parallel and work >= PARALLEL_MIN
-    if op.kind == "max_pool2d" and tuple(op["stride"]) == (1, 1):
+    if op.kind == "max_pool2d":
         kernel = separable_max_pool(op, ins, out, ctx, threaded)
         if kernel is not None:
             return kernel
@@ -161,12 +161,13 @@ def generated_window(op, ins, out, ctx, parallel: bool):
 
 
 def separable_max_pool(op, ins, out, ctx, threaded: bool):
-    """A callable filling ``out`` with the stride-1 ``max_pool2d`` of ``ins[0]`` as
-    :mod:`.numba_pool`'s two flat passes per plane (GoogLeNet's 3x3 pools of 14x14
-    planes: 0.65 -> 0.18 ms; with a stride its strided pass gains too little over
-    :mod:`.numba_window`'s rows): the same values and NaN windows (see
-    :mod:`.numba_pool` for a tie of +0 and -0); ``None`` where :func:`window_kernel`
-    declines the arrays.
+    """A callable filling ``out`` with the ``max_pool2d`` of ``ins[0]`` as
+    :mod:`.numba_pool`'s separable passes: with stride 1, two flat passes per plane
+    (GoogLeNet's 3x3 pools of 14x14 planes: 0.65 -> 0.18 ms); with a stride, per output
+    row the maxima down its windows' rows, then across each window (SqueezeNet's 3x3
+    stride-2 pool of 64x111x111: 0.70 -> 0.14 ms). The same values and NaN windows as
+    :mod:`.numba_window`'s rows (see :mod:`.numba_pool` for a tie of +0 and -0); ``None``
+    where :func:`window_kernel` declines the arrays.
 
     Example: ``separable_max_pool(op, [x], out, None, threaded=False)()`` fills ``out``.
     """
@@ -176,11 +177,15 @@ def separable_max_pool(op, ins, out, ctx, threaded: bool):
 
     from .conv_builders import scratch_array
     from .numba_kernels import load_compiled, threading_layer
-    from .numba_pool import max_pool2d_planes, pool_cells
+    from .numba_pool import (max_pool2d_planes, max_pool2d_strided, pool_cells,
+                             strided_row_cells)
     threaded = bool(threaded) and bool(threading_layer())
     shape = geometry(op, ins[0].shape, _grid(op, ins, out))
+    kernel, cells = ((max_pool2d_planes, pool_cells) if tuple(op["stride"]) == (1, 1)
+                     else (max_pool2d_strided, strided_row_cells))
     chunks = get_num_threads() if threaded else 1
     args = [_read_only_flat(ins[0]), out.reshape(-1),
-            scratch_array(ctx, chunks, int(pool_cells(shape)), out.dtype), shape, threaded]
-    load_compiled(max_pool2d_planes, tuple(typeof(a) for a in args))
-    return partial(max_pool2d_planes, *args)
+            scratch_array(ctx, chunks, int(cells(shape)), out.dtype, apart=True), shape,
+            threaded]
+    load_compiled(kernel, tuple(typeof(a) for a in args))
+    return partial(kernel, *args)
