@@ -261,7 +261,7 @@ def window_steps(exe):
     """``{kind: [threaded flag]}`` of the steps of ``exe`` that run a window kernel."""
     found: dict = {}
     # max pooling's separable kernels (numba_pool) count as its own
-    kinds = {"max_pool2d_planes": "max_pool2d", "max_pool2d_strided": "max_pool2d"}
+    kinds = {"max_pool2d_planes": "max_pool2d"}
     for k in exe.program.kernels:
         name = getattr(getattr(k, "func", None), "py_func", None)
         if name is not None and kinds.get(name.__name__, name.__name__) in KINDS:

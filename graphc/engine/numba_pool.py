@@ -1,20 +1,18 @@
-"""Max pooling as two flat passes over a padded plane (no dilation): the generated
-kernel of ``max_pool2d`` where :mod:`.numba_window`'s row-by-row kernel would spend
-its time in short loops (GoogLeNet's 14x14 and 7x7 planes: nine strided runs of 14
-cells per output row).
+"""Max pooling in separable passes (no dilation): the generated kernel of
+``max_pool2d`` where :mod:`.numba_window`'s row-by-row kernel would spend its time in
+short loops (GoogLeNet's 14x14 and 7x7 planes: nine strided runs of 14 cells per
+output row).
 
-Per plane, in a scratch of its own: the image copied into a ``-inf``-padded plane
-whose rows are a multiple of the stride wide (``Wp = SW * Wq``); a horizontal pass
-``R[k] = max_j P[SW * k + j]``, one flat loop over every row at once, so ``R`` is the
-row maxima, ``Wq`` per padded row; a vertical pass, ``V[k] = max_i R[k + i * Wq]``
-in one flat loop with stride 1, row by row with a stride; then the ``OW`` real cells
-of each of the ``OH`` rows copied out. The cells past a row's end are computed and
-never read.
+With stride 1, per plane, in a scratch of its own: the image copied into a
+``-inf``-padded plane; a horizontal pass ``R[k] = max_j P[k + j]``, one flat loop over
+every row at once, so ``R`` is the row maxima; a vertical pass, ``V[k] = max_i R[k + i *
+Wp]`` in one flat loop; then the ``OW`` real cells of each of the ``OH`` rows copied
+out. The cells past a row's end are computed and never read.
 
-With a stride the plane's row maxima would be read with gaps; instead, per output
-row (:func:`max_pool2d_strided`), the maxima down its windows' rows are taken along
-contiguous image rows into a ``-inf``-padded row, then each window's maximum across
-that row (a step of 2 with 2 or 3 taps in one pass: an interleaved load).
+With a stride the row maxima would be read with gaps; instead, per output row
+(:func:`_strided_plane`), the maxima down its windows' rows are taken along contiguous
+image rows into a ``-inf``-padded row, then each window's maximum across that row (a
+step of 2 with 2 or 3 taps in one pass: an interleaved load).
 
 The values are :mod:`.numba_window`'s and the NumPy kernel's, NaN where a window
 holds one: a maximum is a maximum in any order. Only which zero a window of tied
@@ -50,7 +48,9 @@ def pool_shape(geometry):
 @njit(**_OPTIONS)
 def pool_cells(geometry):
     """Scratch cells one plane needs: the padded plane, its row maxima, the vertical
-    maxima."""
+    maxima (with a stride, :func:`strided_row_cells`)."""
+    if geometry[8] != 1 or geometry[9] != 1:
+        return strided_row_cells(geometry)
     rows, wq = pool_shape(geometry)
     SW = geometry[9]
     return rows * wq * SW + rows * wq + geometry[4] * wq
@@ -85,30 +85,14 @@ def _pad(image, padded, H, W, PT, PL, rows, width):
 
 
 @njit(**_OPTIONS)
-def _row_maxima(padded, maxima, KW, SW):
-    """``maxima[k] = max_j padded[SW * k + j]``, taps in order (a step of 2 is its own
-    loop: with a constant step LLVM vectorises the strided reads)."""
+def _row_maxima(padded, maxima, KW):
+    """``maxima[k] = max_j padded[k + j]``, taps in order."""
     n = maxima.shape[0]
-    if SW == 1:
-        maxima[:] = padded[:n]
-        for j in range(1, KW):
-            shifted = padded[j:j + n]
-            for k in range(n):
-                maxima[k] = _larger(maxima[k], shifted[k])
-    elif SW == 2:
+    maxima[:] = padded[:n]
+    for j in range(1, KW):
+        shifted = padded[j:j + n]
         for k in range(n):
-            maxima[k] = padded[2 * k]
-        for j in range(1, KW):
-            shifted = padded[j:j + 2 * n]
-            for k in range(n):
-                maxima[k] = _larger(maxima[k], shifted[2 * k])
-    else:
-        for k in range(n):
-            maxima[k] = padded[SW * k]
-        for j in range(1, KW):
-            shifted = padded[j:]
-            for k in range(n):
-                maxima[k] = _larger(maxima[k], shifted[SW * k])
+            maxima[k] = _larger(maxima[k], shifted[k])
 
 
 @njit(**_OPTIONS)
@@ -124,7 +108,8 @@ def _column_maxima(maxima, target, start, wq, KH):
 
 @njit(**_OPTIONS)
 def _plane(x, out, p, scratch, geometry):
-    """Output plane ``p`` (image and channel) in ``scratch`` (:func:`pool_cells`)."""
+    """Output plane ``p`` (image and channel) of a stride-1 pool in ``scratch``
+    (:func:`pool_cells`)."""
     H, W, OH, OW, KH, KW, SH, SW, PT, PL = geometry[2:12]
     rows, wq = pool_shape(geometry)
     width = wq * SW
@@ -133,13 +118,9 @@ def _plane(x, out, p, scratch, geometry):
     vertical = scratch[rows * width + rows * wq:rows * width + rows * wq + OH * wq]
     _pad(x[p * H * W:(p + 1) * H * W], padded, H, W, PT, PL, rows, width)
     needed = (rows - 1) * wq + OW        # through the last row's last real window
-    _row_maxima(padded, maxima[:needed], KW, SW)
+    _row_maxima(padded, maxima[:needed], KW)
     maxima[needed:] = -np.inf
-    if SH == 1:
-        _column_maxima(maxima, vertical, 0, wq, KH)
-    else:
-        for oh in range(OH):
-            _column_maxima(maxima, vertical[oh * wq:oh * wq + OW], oh * SH * wq, wq, KH)
+    _column_maxima(maxima, vertical, 0, wq, KH)
     for oh in range(OH):
         row, source = np.uint64((p * OH + oh) * OW), np.uint64(oh * wq)
         for q in range(OW):
@@ -149,8 +130,9 @@ def _plane(x, out, p, scratch, geometry):
 @njit(parallel=True, **_OPTIONS)
 def max_pool2d_planes(x, out, scratch, geometry, threaded):
     """The maximum of each window of ``x`` (flat NCHW planes; padding never wins),
-    plane by plane; when ``threaded`` the planes are dealt in ``scratch.shape[0]``
-    chunks across threads, each in its own ``scratch[k]`` (:func:`pool_cells` long).
+    plane by plane (with a stride, row by row: :func:`_strided_plane`); when
+    ``threaded`` the planes are dealt in ``scratch.shape[0]`` chunks across threads,
+    each in its own ``scratch[k]`` (:func:`pool_cells` long).
 
     Example: ``window_kernel(op, [x], out, ctx, threaded)`` binds it to a node's arrays
     (:func:`~.window_builders.window_kernel`)."""
@@ -159,16 +141,24 @@ def max_pool2d_planes(x, out, scratch, geometry, threaded):
         chunks = scratch.shape[0]
         for k in prange(chunks):
             for p in range(k * planes // chunks, (k + 1) * planes // chunks):
-                _plane(x, out, p, scratch[k], geometry)
+                _any_plane(x, out, p, scratch[k], geometry)
     else:
         for p in range(planes):
-            _plane(x, out, p, scratch[0], geometry)
+            _any_plane(x, out, p, scratch[0], geometry)
+
+
+@njit(**_OPTIONS)
+def _any_plane(x, out, p, scratch, geometry):
+    if geometry[8] == 1 and geometry[9] == 1:
+        _plane(x, out, p, scratch, geometry)
+    else:
+        _strided_plane(x, out, p, scratch, geometry)
 
 
 # -- strided windows: columns first, then the row's windows -------------------------------------
 @njit(**_OPTIONS)
 def strided_row_cells(geometry):
-    """Scratch cells one plane of :func:`max_pool2d_strided` needs: a padded row of
+    """Scratch cells one plane of a strided pool needs: a padded row of
     column maxima (every window's reach, ``-inf`` around the image) and an output row."""
     W, OW, KW, SW, PL = geometry[3], geometry[5], geometry[7], geometry[9], geometry[11]
     return max((OW - 1) * SW + KW, PL + W) + OW
@@ -204,7 +194,7 @@ def _windows_of_row(columns, row, KW, SW):
 
 @njit(**_OPTIONS)
 def _strided_plane(x, out, p, scratch, geometry):
-    """Output plane ``p`` of :func:`max_pool2d_strided`, row by row."""
+    """Output plane ``p`` of a strided pool, row by row."""
     H, W, OH, OW, KH, KW, SH, SW, PT, PL = geometry[2:12]
     reach = max((OW - 1) * SW + KW, PL + W)
     columns, row = scratch[:reach], scratch[reach:reach + OW]
@@ -239,30 +229,4 @@ def _strided_plane(x, out, p, scratch, geometry):
             out[target + np.uint64(q)] = row[q]
 
 
-@njit(parallel=True, **_OPTIONS)
-def max_pool2d_strided(x, out, scratch, geometry, threaded):
-    """The maximum of each window of ``x`` (flat NCHW planes; padding never wins) for
-    windows with a stride: per output row, the maxima of its windows' rows down each
-    column (contiguous reads), then of each window's columns. Planes are dealt as in
-    :func:`max_pool2d_planes`, each chunk in its own ``scratch[k]``
-    (:func:`strided_row_cells` long).
-
-    >>> x, out = np.arange(25.0), np.empty(4)
-    >>> geometry = (1, 1, 5, 5, 2, 2, 3, 3, 2, 2, 0, 0, 1, 1, 0, 0)  # 3x3 windows, stride 2
-    >>> max_pool2d_strided(x, out, np.empty((1, strided_row_cells(geometry))), geometry,
-    ...                    False); out
-    array([12., 14., 22., 24.])
-    """
-    planes = geometry[0] * geometry[1]
-    if threaded:
-        chunks = scratch.shape[0]
-        for k in prange(chunks):
-            for p in range(k * planes // chunks, (k + 1) * planes // chunks):
-                _strided_plane(x, out, p, scratch[k], geometry)
-    else:
-        for p in range(planes):
-            _strided_plane(x, out, p, scratch[0], geometry)
-
-
-__all__ = ["max_pool2d_planes", "max_pool2d_strided", "pool_cells", "pool_shape",
-           "strided_row_cells"]
+__all__ = ["max_pool2d_planes", "pool_cells", "pool_shape"]

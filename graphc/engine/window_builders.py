@@ -177,15 +177,12 @@ def separable_max_pool(op, ins, out, ctx, threaded: bool):
 
     from .conv_builders import scratch_array
     from .numba_kernels import load_compiled, threading_layer
-    from .numba_pool import (max_pool2d_planes, max_pool2d_strided, pool_cells,
-                             strided_row_cells)
+    from .numba_pool import max_pool2d_planes, pool_cells
     threaded = bool(threaded) and bool(threading_layer())
     shape = geometry(op, ins[0].shape, _grid(op, ins, out))
-    kernel, cells = ((max_pool2d_planes, pool_cells) if tuple(op["stride"]) == (1, 1)
-                     else (max_pool2d_strided, strided_row_cells))
     chunks = get_num_threads() if threaded else 1
     args = [_read_only_flat(ins[0]), out.reshape(-1),
-            scratch_array(ctx, chunks, int(cells(shape)), out.dtype, apart=True), shape,
+            scratch_array(ctx, chunks, int(pool_cells(shape)), out.dtype, apart=True), shape,
             threaded]
-    load_compiled(kernel, tuple(typeof(a) for a in args))
-    return partial(kernel, *args)
+    load_compiled(max_pool2d_planes, tuple(typeof(a) for a in args))
+    return partial(max_pool2d_planes, *args)
