@@ -25,7 +25,11 @@ PER_OP = examples(10)
 UNARY = {
     "negative": np.negative, "neg": np.negative, "abs": np.abs, "absolute": np.absolute,
     "sign": np.sign, "exp": np.exp, "log": np.log, "log2": np.log2, "log1p": np.log1p,
-    "expm1": np.expm1, "arcsin": np.arcsin,
+    "expm1": np.expm1, "arcsin": np.arcsin, "asin": np.arcsin, "arccos": np.arccos,
+    "acos": np.arccos, "arctan": np.arctan, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "arcsinh": np.arcsinh, "asinh": np.arcsinh, "arccosh": np.arccosh, "acosh": np.arccosh,
+    "arctanh": np.arctanh, "atanh": np.arctanh, "log10": np.log10, "exp2": np.exp2,
+    "trunc": np.trunc,
     "sqrt": np.sqrt, "square": np.square, "reciprocal": np.reciprocal, "sin": np.sin,
     "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "floor": np.floor, "ceil": np.ceil,
     "round": np.round, "rint": np.rint, "erf": scipy.special.erf,
@@ -50,7 +54,8 @@ def test_unary_matches_numpy(name, data, dtype, shape):
 
 
 NUMPY_UFUNC_UNARY = ["negative", "absolute", "sign", "exp", "log", "log2", "log1p", "expm1",
-                     "sqrt", "arcsin",
+                     "sqrt", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
+                     "arccosh", "arctanh", "log10", "exp2", "trunc",
                      "square", "reciprocal", "sin", "cos", "tan", "tanh", "floor", "ceil",
                      "rint", "logical_not", "isfinite"]
 

@@ -193,17 +193,31 @@ def floor_divide_export(ctx, op, ins, out):
     return ctx.op("Where", [zero_b, ctx.op("Div", [a, b]), floor], out=out.name)
 
 
+def _sign_bit(ctx, v, dtype):
+    """Whether ``v`` is negative or -0 (``1 / -0`` is ``-inf``)."""
+    zero = ctx.scalar(0, dtype)
+    reciprocal = ctx.op("Div", [ctx.scalar(1, dtype), v])
+    return ctx.op("Or", [ctx.op("Less", [v, zero]), ctx.op("Less", [reciprocal, zero])])
+
+
 def arctan2_export(ctx, op, ins, out):
+    """atan(y / x), turned by pi where x is negative, +-pi/2 where x is zero; at the
+    origin NumPy's signed results: +-0 where x is +0, +-pi where x is -0. Two infinite
+    operands give NaN (NumPy: an odd multiple of pi/4)."""
     y, x = _operands(ctx, ins, out.dtype)
     zero = ctx.scalar(0, out.dtype)
     base = ctx.op("Atan", [ctx.op("Div", [y, x])])
-    turn = ctx.op("Where", [ctx.op("Less", [y, zero]), ctx.scalar(-math.pi, out.dtype),
+    turn = ctx.op("Where", [_sign_bit(ctx, y, out.dtype), ctx.scalar(-math.pi, out.dtype),
                             ctx.scalar(math.pi, out.dtype)])
     base = ctx.op("Where", [ctx.op("Less", [x, zero]), ctx.op("Add", [base, turn]), base])
-    origin = ctx.op("And", [ctx.op("Equal", [x, zero]), ctx.op("Equal", [y, zero])])
-    # atan2(0, x) is 0 for x >= 0 and pi for x < 0 (signed zeros aside)
-    at_origin = ctx.op("Where", [ctx.op("Less", [x, zero]), ctx.scalar(math.pi, out.dtype),
-                                 zero])
+    # y / +-0 is +-inf whichever zero x is: there the angle is +-pi/2 by y's sign alone
+    half = ctx.op("Where", [_sign_bit(ctx, y, out.dtype), ctx.scalar(-math.pi / 2, out.dtype),
+                            ctx.scalar(math.pi / 2, out.dtype)])
+    half = ctx.op("Where", [ctx.op("Equal", [y, y]), half, y])     # a NaN y stays NaN
+    on_axis = ctx.op("Equal", [x, zero])
+    base = ctx.op("Where", [on_axis, half, base])
+    origin = ctx.op("And", [on_axis, ctx.op("Equal", [y, zero])])
+    at_origin = ctx.op("Where", [_sign_bit(ctx, x, out.dtype), turn, y])
     return ctx.op("Where", [origin, at_origin, base], out=out.name)
 
 
@@ -223,6 +237,14 @@ def where_export(ctx, op, ins, out):
 def fma_export(ctx, op, ins, out):
     a, b, c = _operands(ctx, ins, out.dtype)
     return ctx.op("Add", [ctx.op("Mul", [a, b]), c], out=out.name)
+
+
+def trunc_export(ctx, op, ins, out):
+    """ONNX has no Trunc: Floor above zero, Ceil below."""
+    x = ctx.cast(ins[0], out.dtype)
+    negative = ctx.op("Less", [x, ctx.scalar(0, out.dtype)])
+    return ctx.op("Where", [negative, ctx.op("Ceil", [x]), ctx.op("Floor", [x])],
+                  out=out.name)
 
 
 def fused_adagrad_export(ctx, op, ins, out):

@@ -39,6 +39,11 @@ def _onnx(onnx_op, identity_on=""):
     return onnx.unary_exporter(onnx_op, identity_on) if isinstance(onnx_op, str) else onnx_op
 
 
+def _one_minus_square_root(ns, x):
+    """sqrt(1 - x**2) as sqrt((1 - x)(1 + x)): exact near |x| = 1."""
+    return ns.sqrt(ns.multiply(ns.subtract(1.0, x), ns.add(1.0, x)))
+
+
 #: ``reference=`` default: the NumPy function of the kind's own name
 NUMPY_NAMESAKE = "numpy.<name>"
 
@@ -151,9 +156,41 @@ define(
     unary("tan", **math_function("tan"), smooth_on=(-1.2, 1.2),
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.add(ns.square(y), 1.0)), onnx="Tan"),
     unary("arcsin", **math_function("asin", "arcsin"), smooth_on=(-0.8, 0.8),
-          grad=lambda ns, op, x, y, g: ns.divide(
-              g, ns.sqrt(ns.multiply(ns.subtract(1.0, x), ns.add(1.0, x)))),
+          names=("arcsin", "asin"),
+          grad=lambda ns, op, x, y, g: ns.divide(g, _one_minus_square_root(ns, x)),
           onnx="Asin"),
+    unary("arccos", **math_function("acos", "arccos"), smooth_on=(-0.8, 0.8),
+          names=("arccos", "acos"),
+          grad=lambda ns, op, x, y, g: ns.negative(ns.divide(g, _one_minus_square_root(ns, x))),
+          onnx="Acos"),
+    unary("arctan", **math_function("atan", "arctan"), names=("arctan", "atan"),
+          grad=lambda ns, op, x, y, g: ns.divide(g, ns.add(ns.square(x), 1.0)), onnx="Atan"),
+    unary("sinh", **math_function("sinh"), smooth_on=(-3.0, 3.0),
+          grad=lambda ns, op, x, y, g: ns.multiply(g, ns.cosh(x)), onnx="Sinh"),
+    unary("cosh", **math_function("cosh"), smooth_on=(-3.0, 3.0),
+          grad=lambda ns, op, x, y, g: ns.multiply(g, ns.sinh(x)), onnx="Cosh"),
+    unary("arcsinh", **math_function("asinh", "arcsinh"), names=("arcsinh", "asinh"),
+          grad=lambda ns, op, x, y, g: ns.divide(g, ns.sqrt(ns.add(ns.square(x), 1.0))),
+          onnx="Asinh"),
+    unary("arccosh", **math_function("acosh", "arccosh"), smooth_on=(1.2, 3.0),
+          names=("arccosh", "acosh"),
+          grad=lambda ns, op, x, y, g: ns.divide(
+              g, ns.sqrt(ns.multiply(ns.subtract(x, 1.0), ns.add(x, 1.0)))),
+          onnx="Acosh"),
+    unary("arctanh", **math_function("atanh", "arctanh"), smooth_on=(-0.8, 0.8),
+          names=("arctanh", "atanh"),
+          grad=lambda ns, op, x, y, g: ns.divide(
+              g, ns.multiply(ns.subtract(1.0, x), ns.add(1.0, x))),
+          onnx="Atanh"),
+    unary("log10", **math_function("log10"), smooth_on=(0.2, 3.0),
+          grad=lambda ns, op, x, y, g: ns.divide(g, ns.multiply(x, _LN10)),
+          onnx=lambda ctx, op, ins, out: ctx.op("Div", [
+              ctx.op("Log", [ctx.cast(ins[0], out.dtype)]), ctx.scalar(_LN10, out.dtype)],
+              out=out.name)),
+    unary("exp2", **math_function("exp2"), smooth_on=(-3.0, 3.0),
+          grad=lambda ns, op, x, y, g: ns.multiply(g, ns.multiply(y, _LN2)),
+          onnx=lambda ctx, op, ins, out: ctx.op("Pow", [
+              ctx.scalar(2.0, out.dtype), ctx.cast(ins[0], out.dtype)], out=out.name)),
     unary("tanh", **math_function("tanh"),
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.subtract(1.0, ns.square(y))),
           onnx="Tanh"),
@@ -161,6 +198,8 @@ define(
           onnx="Floor", identity_on="biu"),
     unary("ceil", **_exact_on_integers("ceil"), grad=NO_GRADIENT,
           onnx="Ceil", identity_on="biu"),
+    unary("trunc", **_exact_on_integers("trunc"), grad=NO_GRADIENT, identity_on="biu",
+          onnx=onnx.trunc_export),
     unary("logical_not", expr={"b": "!{0}"}, numba={"b": "not {0}"}, grad=NO_GRADIENT, onnx=onnx.logical_not_export,
           logical=True),
     # rint's semantics; N.round and N.rint are written by hand (decimals, integer inputs)

@@ -1,8 +1,6 @@
 """Converters of ONNX's unary maths (Exp, Sqrt, the trigonometric and hyperbolic
 functions, IsNaN, IsInf, ...) and activations (LeakyRelu, Elu, Selu, Gelu, Clip,
-PRelu, ...). graphc has no native kind for asin, sinh and the like: they are
-composed from ``arctan2``, ``log1p`` and ``expm1`` in forms that keep their
-precision near 0 and near the ends of their domains.
+PRelu, ...).
 
 >>> import numpy as np
 >>> from graphc.onnx.context import NodeContext
@@ -37,96 +35,10 @@ for _op, _function in [("Neg", "negative"), ("Abs", "absolute"), ("Reciprocal", 
                        ("Tanh", "tanh")]:
     _unary(_op, _function)
 for _op, _function in [("Round", "round"), ("Sign", "sign"), ("Erf", "erf"), ("Sin", "sin"),
-                       ("Cos", "cos"), ("Tan", "tan")]:
+                       ("Cos", "cos"), ("Tan", "tan"), ("Asin", "arcsin"), ("Acos", "arccos"),
+                       ("Atan", "arctan"), ("Sinh", "sinh"), ("Cosh", "cosh"),
+                       ("Asinh", "arcsinh"), ("Acosh", "arccosh"), ("Atanh", "arctanh")]:
     _unary(_op, _function, attrs={})
-
-
-def _ones_minus_square_root(ns, x):
-    """sqrt(1 - x**2) as sqrt((1 - x)(1 + x)), exact near |x| = 1; NaN for |x| > 1."""
-    return ns.sqrt(ns.multiply(ns.subtract(1, x), ns.add(1, x)))
-
-
-@converter("Atan")
-def atan(ctx):
-    return ctx.ns.arctan2(ctx.input(0), ctx.ns.ones_like(ctx.input(0)))
-
-
-@converter("Asin")
-def asin(ctx):
-    x = ctx.input(0)
-    return ctx.ns.arctan2(x, _ones_minus_square_root(ctx.ns, x))
-
-
-@converter("Acos")
-def acos(ctx):
-    x = ctx.input(0)
-    return ctx.ns.arctan2(_ones_minus_square_root(ctx.ns, x), x)
-
-
-def _finfo(ctx):
-    dtype = ctx.dtype(0)
-    if dtype.kind != "f":
-        raise ctx.invalid(f"input 0 must be floating-point, got {dtype}")
-    return np.finfo(dtype)
-
-
-def _half_exp_squared(ns, a):
-    """e**a / 2 as h * (h / 2) with h = e**(a/2): finite wherever the result is, although
-    e**a itself overflows (cosh(89) fits in float32, e**89 does not)."""
-    half = ns.exp(ns.multiply(a, 0.5))
-    return ns.multiply(half, ns.multiply(half, 0.5))
-
-
-@converter("Sinh")
-def sinh(ctx):
-    """(e**x - e**-x) / 2 through expm1, so it keeps its precision near 0; e**|x| / 2
-    (with its sign) where e**|x| would overflow."""
-    ns, x = ctx.ns, ctx.input(0)
-    big = ns.greater(ns.absolute(x), math.log(_finfo(ctx).max))
-    small = ns.multiply(ns.subtract(ns.expm1(x), ns.expm1(ns.negative(x))), 0.5)
-    large = _half_exp_squared(ns, ns.absolute(x))
-    return ns.where(big, ns.where(ns.less(x, 0), ns.negative(large), large), small)
-
-
-@converter("Cosh")
-def cosh(ctx):
-    ns, x = ctx.ns, ctx.input(0)
-    big = ns.greater(ns.absolute(x), math.log(_finfo(ctx).max))
-    small = ns.multiply(ns.add(ns.exp(x), ns.exp(ns.negative(x))), 0.5)
-    return ns.where(big, _half_exp_squared(ns, ns.absolute(x)), small)
-
-
-def _log_twice(ctx, a):
-    """log(2a), which asinh(a) and acosh(a) equal to the last bit once a**2 > 1/eps
-    (the next term is 1/(4a**2)), computed without forming 2a or a**2."""
-    return ctx.ns.add(ctx.ns.log(a), math.log(2))
-
-
-@converter("Asinh")
-def asinh(ctx):
-    """sign(x) * log1p(|x| + x**2 / (1 + sqrt(1 + x**2))), or log(2|x|) for large |x|."""
-    ns, x = ctx.ns, ctx.input(0)
-    a = ns.absolute(x)
-    square = ns.multiply(a, a)
-    magnitude = ns.log1p(ns.add(a, ns.divide(square, ns.add(1, ns.sqrt(ns.add(1, square))))))
-    large = ns.greater(a, 1 / math.sqrt(_finfo(ctx).eps))
-    magnitude = ns.where(large, _log_twice(ctx, a), magnitude)
-    return ns.where(ns.less(x, 0), ns.negative(magnitude), magnitude)
-
-
-@converter("Acosh")
-def acosh(ctx):
-    """log(x + sqrt((x - 1)(x + 1))), or log(2x) for large x; NaN below 1."""
-    ns, x = ctx.ns, ctx.input(0)
-    near = ns.log(ns.add(x, ns.sqrt(ns.multiply(ns.subtract(x, 1), ns.add(x, 1)))))
-    return ns.where(ns.greater(x, 1 / math.sqrt(_finfo(ctx).eps)), _log_twice(ctx, x), near)
-
-
-@converter("Atanh")
-def atanh(ctx):
-    """log1p(2x / (1 - x)) / 2."""
-    ns, x = ctx.ns, ctx.input(0)
-    return ns.multiply(ns.log1p(ns.divide(ns.multiply(x, 2), ns.subtract(1, x))), 0.5)
 
 
 @converter("IsNaN")
