@@ -54,8 +54,8 @@ pi, e, inf, nan = _np.pi, _np.e, _np.inf, _np.nan
 
 #: NumPy's own objects that mean the same for graph values: the numeric scalar types
 #: (dtype names, abstract ones for ``issubdtype``), dtype facts and index helpers
-#: (``N.s_[1:-1]`` is a slice). A dtype graphc does not compute on (float16, say) is
-#: refused by the operation that gets it, naming it.
+#: (``N.s_[1:-1]`` is a slice). Graph values take any boolean, integer, float or complex
+#: dtype (float16 included); a generated kernel serves the ones it knows, NumPy the rest.
 _NUMERIC = sorted(n for n in dir(_np) if isinstance(getattr(_np, n), type)
                   and issubclass(getattr(_np, n), _np.generic)
                   and issubclass(getattr(_np, n), (_np.number, _np.bool_))
