@@ -44,6 +44,15 @@ def _one_minus_square_root(ns, x):
     return ns.sqrt(ns.multiply(ns.subtract(1.0, x), ns.add(1.0, x)))
 
 
+def _log_base(name, ln_base) -> "OpDef":
+    """``log2`` or ``log10``: log(x) / ln(base) in ONNX, which has only the natural log."""
+    return unary(name, **math_function(name), smooth_on=(0.2, 3.0),
+                 grad=lambda ns, op, x, y, g: ns.divide(g, ns.multiply(x, ln_base)),
+                 onnx=lambda ctx, op, ins, out: ctx.op("Div", [
+                     ctx.op("Log", [ctx.cast(ins[0], out.dtype)]),
+                     ctx.scalar(ln_base, out.dtype)], out=out.name))
+
+
 #: ``reference=`` default: the NumPy function of the kind's own name
 NUMPY_NAMESAKE = "numpy.<name>"
 
@@ -131,11 +140,7 @@ define(
           grad=lambda ns, op, x, y, g: ns.multiply(g, y), onnx="Exp"),
     unary("log", **math_function("log"), smooth_on=(0.2, 3.0),
           grad=lambda ns, op, x, y, g: ns.divide(g, x), onnx="Log"),
-    unary("log2", **math_function("log2"), smooth_on=(0.2, 3.0),
-          grad=lambda ns, op, x, y, g: ns.divide(g, ns.multiply(x, _LN2)),
-          onnx=lambda ctx, op, ins, out: ctx.op("Div", [
-              ctx.op("Log", [ctx.cast(ins[0], out.dtype)]), ctx.scalar(_LN2, out.dtype)],
-              out=out.name)),
+    _log_base("log2", _LN2),
     unary("log1p", **math_function("log1p"), smooth_on=(-0.8, 3.0),
           grad=lambda ns, op, x, y, g: ns.divide(g, ns.add(x, 1.0)), onnx=onnx.log1p_export),
     unary("expm1", **math_function("expm1"),
@@ -182,11 +187,7 @@ define(
           grad=lambda ns, op, x, y, g: ns.divide(
               g, ns.multiply(ns.subtract(1.0, x), ns.add(1.0, x))),
           onnx="Atanh"),
-    unary("log10", **math_function("log10"), smooth_on=(0.2, 3.0),
-          grad=lambda ns, op, x, y, g: ns.divide(g, ns.multiply(x, _LN10)),
-          onnx=lambda ctx, op, ins, out: ctx.op("Div", [
-              ctx.op("Log", [ctx.cast(ins[0], out.dtype)]), ctx.scalar(_LN10, out.dtype)],
-              out=out.name)),
+    _log_base("log10", _LN10),
     unary("exp2", **math_function("exp2"), smooth_on=(-3.0, 3.0),
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.multiply(y, _LN2)),
           onnx=lambda ctx, op, ins, out: ctx.op("Pow", [
