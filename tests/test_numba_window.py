@@ -260,12 +260,12 @@ def test_graphc_imports_without_numba():
 def window_steps(exe):
     """``{kind: [threaded flag]}`` of the steps of ``exe`` that run a window kernel."""
     found: dict = {}
-    # max pooling's separable kernels (numba_pool) count as its own
-    kinds = {"max_pool2d_planes": "max_pool2d"}
     for k in exe.program.kernels:
         name = getattr(getattr(k, "func", None), "py_func", None)
-        if name is not None and kinds.get(name.__name__, name.__name__) in KINDS:
-            kind = kinds.get(name.__name__, name.__name__)
+        # max pooling's separable kernel (numba_pool) counts as its own
+        kind = {"max_pool2d_planes": "max_pool2d"}.get(getattr(name, "__name__", None),
+                                                        getattr(name, "__name__", None))
+        if kind in KINDS:
             found.setdefault(kind, []).append(k.args[-1])
     return found
 

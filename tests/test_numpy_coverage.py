@@ -40,3 +40,20 @@ def test_shared_dtypes_and_helpers_work_on_graph_values():
     feed = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
     got = graphc.compile([x], small).run(x=feed)
     np.testing.assert_array_equal(got, (feed[1:, ::2] * np.float32(10.0)).astype(np.int16))
+
+
+def test_dtype_functions_are_numpy_s_and_name_themselves():
+    assert N.promote_types(N.int8, N.float32) == np.promote_types(np.int8, np.float32)
+    assert N.min_scalar_type(300) == np.min_scalar_type(300)
+    assert N.can_cast(N.int16, N.float32) and not N.can_cast(N.float64, N.int8)
+    assert N.isdtype(N.float16, "real floating") and not N.isdtype(N.int8, "real floating")
+    assert N.finfo(N.float16).eps == np.finfo(np.float16).eps and N.iinfo(N.uint8).max == 255
+    assert N.dtype("float32") == N.float32 and N.index_exp[1:, ::2] == np.s_[1:, ::2]
+    for call in (lambda: N.promote_types(N.int8, type3=N.int8),
+                 lambda: N.min_scalar_type(1, b=2), lambda: N.shape(1, axis=0)):
+        try:
+            call()
+        except TypeError as error:
+            assert str(error).startswith("N.") and "takes (" in str(error)
+        else:
+            raise AssertionError("no TypeError")
