@@ -25,27 +25,30 @@ import numpy as _np
 
 from .algodiff.reverse import grad, value_and_grad
 from .operator import NS as _NS, Tensor, public_functions as _public
+from .operator.namespace import SUBMODULES as _SUBMODULES
 from .operator.public_names import named_function as _named_function
 from .operator.public_names import named_functions as _named_functions
 
 
-class _RandomFunctions:
-    """``N.random``: draws made afresh on every run from the graph's seedable
-    generator (``graphc.compile(..., seed=...)``).
+class _Submodule:
+    """``N.random``, ``N.linalg``, ``N.fft``: a submodule's functions, each naming
+    itself ``N.<submodule>.<name>`` in its argument errors.
 
     Example: ``noise = N.random.normal(0.0, 0.01, (784, 10))``
     """
 
-    def __init__(self, random):
-        for name, function in _named_functions(random, "N.random.").items():
-            setattr(self, name, function)
+    def __init__(self, name, functions):
+        self._name = name
+        for function, value in _named_functions(functions, f"N.{name}.").items():
+            setattr(self, function, value)
 
     def __repr__(self) -> str:
-        return "<graphc.ndarray.random: uniform, normal, bernoulli>"
+        names = ", ".join(n for n in sorted(vars(self)) if not n.startswith("_"))
+        return f"<graphc.ndarray.{self._name}: {names}>"
 
 
 globals().update(_named_functions(_NS, "N."))
-random = _RandomFunctions(_NS.random)
+globals().update({_name: _Submodule(_name, getattr(_NS, _name)) for _name in _SUBMODULES})
 grad = _named_function("N.grad", grad, [(_inspect.signature(grad), "")])
 value_and_grad = _named_function("N.value_and_grad", value_and_grad,
                                  [(_inspect.signature(value_and_grad), "")])

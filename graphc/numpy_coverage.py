@@ -1,6 +1,8 @@
 """How much of NumPy's main namespace ``graphc.ndarray`` covers, name by name.
 
-Every public name of ``numpy`` is in one of three classes:
+Every public name of ``numpy``, of ``numpy.linalg`` and ``numpy.fft``
+(``linalg.inv``) and every method of ``numpy.random.Generator`` (``random.normal``)
+is in one of three classes:
 
 - ``supported``: ``graphc.ndarray`` has it (a function building graph nodes, or for a
   dtype, a constant or an index helper, NumPy's own object);
@@ -80,10 +82,18 @@ TO_DO = {
                      "unique_counts", "unique_inverse", "unique_values", "extract",
                      "compress", "trim_zeros", "intersect1d", "setdiff1d", "setxor1d",
                      "union1d", "histogram_bin_edges"], _VALUES),
-    "linalg": "numpy.linalg (norm, inv, solve, det, cholesky, qr, svd, eigh, ...)",
-    "fft": "numpy.fft", "random": "numpy.random's Generator methods beyond normal and "
-                                  "uniform",
 }
+
+#: the submodules whose names are walked one by one (the module names themselves are
+#: not counted), and what each is in NumPy
+SUBMODULES = {"linalg": np.linalg, "fft": np.fft, "random": np.random.Generator}
+
+NOT_PLANNED.update({
+    "linalg.test": _STATE, "fft.test": _STATE, "linalg.LinAlgError": _CLASS,
+    "random.bit_generator": _STATE, "random.spawn": _STATE,
+    "random.bytes": _STRINGS,
+    "random.shuffle": "shuffles its argument in place: use N.random.permutation",
+})
 
 
 @dataclass(frozen=True)
@@ -112,9 +122,20 @@ def _kind(value) -> str:
 
 
 def public_names() -> dict:
-    """NumPy's public main-namespace names -> their kind (module, ufunc, type,
-    function, constant)."""
-    return {n: _kind(getattr(np, n)) for n in dir(np) if not n.startswith("_")}
+    """NumPy's public names -> their kind (module, ufunc, type, function, constant):
+    the main namespace's (its submodules of :data:`SUBMODULES` left out) and those
+    of the submodules, as ``linalg.inv``."""
+    names = {n: _kind(getattr(np, n)) for n in dir(np)
+             if not n.startswith("_") and n not in SUBMODULES}
+    for module, members in SUBMODULES.items():
+        names.update({f"{module}.{n}": _kind(getattr(members, n)) for n in dir(members)
+                      if not n.startswith("_")})
+    return names
+
+
+def _has(namespace, name: str) -> bool:
+    module, _, function = name.rpartition(".")
+    return hasattr(getattr(namespace, module) if module else namespace, function)
 
 
 def coverage(namespace=None) -> Coverage:
@@ -123,7 +144,7 @@ def coverage(namespace=None) -> Coverage:
         import graphc.ndarray as namespace
     status = {}
     for name in public_names():
-        if hasattr(namespace, name):
+        if _has(namespace, name):
             status[name] = ("supported", "")
         elif name in NOT_PLANNED:
             status[name] = ("not planned", NOT_PLANNED[name])

@@ -11,13 +11,9 @@ hand in a mixin (its arguments need normalising), and is recorded here.
 """
 from __future__ import annotations
 
-from .creation import CreationMixin, RandomFunctions
 from .elementwise import ElementwiseMixin, binary_function, unary_function
-from .linalg import LinalgMixin
-from .namespace import with_location
-from .neural import NeuralMixin
+from .namespace import SUBMODULES, Namespace, with_location
 from .reductions import ReductionMixin, arg_reduction_function, reduction_function
-from .shaping import ShapingMixin
 
 #: public name -> kind, for generated functions of one array
 UNARY_NAMES: dict[str, str] = {}
@@ -31,8 +27,7 @@ HANDWRITTEN: dict[str, tuple] = {}
 #: NumPy ufunc name -> namespace function, for ``np.exp(tensor)`` and ``ndarray + tensor``
 UFUNC_NAMES: dict[str, str] = {"matmul": "matmul", "rint": "rint", "isfinite": "isfinite"}
 
-_MIXINS = (ElementwiseMixin, ReductionMixin, LinalgMixin, ShapingMixin, CreationMixin,
-           NeuralMixin)
+_MIXINS = tuple(base for base in Namespace.__mro__ if base.__name__.endswith("Mixin"))
 
 
 def _reduction(name, kind):
@@ -47,8 +42,9 @@ _GENERATED = {"unary": (ElementwiseMixin, unary_function, UNARY_NAMES),
 
 
 def _handwritten(name: str) -> bool:
-    if name.startswith("random."):          # N.random.normal and the like
-        return name[len("random."):] in vars(RandomFunctions)
+    module, _, function = name.rpartition(".")
+    if module:                              # N.random.normal, N.linalg.inv and the like
+        return function in vars(SUBMODULES[module])
     return any(name in vars(mixin) for mixin in _MIXINS)
 
 

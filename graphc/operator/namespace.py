@@ -131,16 +131,21 @@ def _locate_errors(cls, private=()) -> None:
 
 # The mixins import this module's helpers (is_python_scalar), so they are imported
 # below them; graphc/operator/__init__.py imports this module first.
+from .arrays import ArrayMixin  # noqa: E402
 from .creation import CreationMixin, RandomFunctions  # noqa: E402
 from .elementwise import ElementwiseMixin  # noqa: E402
+from .fft_functions import FFTFunctions  # noqa: E402
 from .linalg import LinalgMixin  # noqa: E402
+from .linalg_functions import LinalgFunctions  # noqa: E402
+from .mathematics import MathMixin  # noqa: E402
 from .neural import NeuralMixin  # noqa: E402
 from .reductions import ReductionMixin  # noqa: E402
 from .shaping import ShapingMixin  # noqa: E402
+from .sorting import SortingMixin  # noqa: E402
 
 
 class Namespace(ElementwiseMixin, ReductionMixin, LinalgMixin, ShapingMixin, CreationMixin,
-                NeuralMixin, Backend):
+                NeuralMixin, ArrayMixin, MathMixin, SortingMixin, Backend):
     """Every NumPy-named function of graphc, for one backend (a subclass gives the
     hooks: :class:`~graphc.operator.lazy.LazyNamespace`, ``graphc.eager``'s).
 
@@ -149,8 +154,14 @@ class Namespace(ElementwiseMixin, ReductionMixin, LinalgMixin, ShapingMixin, Cre
     """
 
     def __init__(self):
-        self.random = RandomFunctions(self)
+        for name, submodule in SUBMODULES.items():
+            setattr(self, name, submodule(self))
+
+
+#: the submodules (``N.random``, ``N.linalg``, ``N.fft``): name -> the class of each
+SUBMODULES = {"random": RandomFunctions, "linalg": LinalgFunctions, "fft": FFTFunctions}
 
 
 _locate_errors(Namespace, private=["_logical_or_bitwise"])
-_locate_errors(RandomFunctions)
+for _submodule in SUBMODULES.values():
+    _locate_errors(_submodule)
