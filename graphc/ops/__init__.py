@@ -1,7 +1,8 @@
 """The op definitions: every op kind declared once, next to the others of its
 family, its facts filed into each layer's table (see :mod:`.definition`).
 
-Families: :mod:`.creation` (leaves, creation, random draws, delay),
+Families: :mod:`.creation` (leaves, creation, random draws, delay), :mod:`.sorting`,
+:mod:`.linalg` (numpy.linalg and numpy.fft),
 :mod:`.elementwise`, :mod:`.reductions` (with the linear-algebra products),
 :mod:`.shaping`, :mod:`.neural`. Adding an op kind is one definition in its
 family's module (and a kernel or shape rule in its layer when no existing one
@@ -11,7 +12,7 @@ serves).
 >>> set(DEFINITIONS) == set(KINDS)
 True
 """
-from . import creation, elementwise, neural, reductions, shaping  # noqa: F401 (they define)
+from . import creation, elementwise, linalg, neural, reductions, shaping, sorting  # noqa: F401
 from .definition import DEFINITIONS, LEAF, NO_GRADIENT, OpDef, Refused, define
 
 __all__ = ["DEFINITIONS", "OpDef", "define", "NO_GRADIENT", "Refused", "LEAF"]
