@@ -56,6 +56,12 @@ class EagerNamespace(_Namespace):
             return x
         return x.value if isinstance(x, _Traced) else None
 
+    def _assign(self, opname, target, value):
+        if not isinstance(target, _np.ndarray):
+            raise TypeError(f"{opname}: the array to write into must be a NumPy array, got "
+                            f"{type(target).__name__}")
+        _np.copyto(target, self._in_place(opname, target, value))
+
     def variable(self, name, shape=(), dtype=None):
         raise TypeError("var: named variables exist only in graph mode (graphc.ndarray); "
                         "in eager mode pass NumPy arrays directly")

@@ -21,6 +21,18 @@ def _where(node) -> str:
     return f" (created at {node.where})" if node.where else ""
 
 
+def declared(value):
+    """The variable ``value`` was declared as, when in-place updates (``x += 1``,
+    ``x[0] = 0``) made the object denote an updated value since; else ``value``.
+
+    So ``compile([u], [step(u)])`` takes the variable ``u`` as input even when
+    ``step`` assigned into ``u``, as NumPy code assigns into its arguments.
+    """
+    if isinstance(value, Node) and value.op.kind != "var" and value.declared is not None:
+        return value.declared
+    return value
+
+
 class Graph:
     """Inputs (variables), outputs and updates ``{variable: new value}``.
 
@@ -38,12 +50,13 @@ class Graph:
                  updates: Optional[Mapping[Node, Node]] = None):
         # one variable may stand for a list of one (as one output does); iterating
         # over it would give its rows
-        self.inputs = [inputs] if isinstance(inputs, Node) else list(inputs)
+        inputs = [inputs] if isinstance(inputs, Node) else list(inputs)
+        self.inputs = [declared(v) for v in inputs]
         self.outputs = list(outputs)
         if updates is not None and not isinstance(updates, Mapping):
             raise GraphError(f"compile: updates must be a mapping {{variable: new value}}, got "
                              f"{type(updates).__name__}")
-        self.updates = list((updates or {}).items())
+        self.updates = [(declared(var), value) for var, value in (updates or {}).items()]
         self._check_inputs()
         if not self.outputs and not self.updates:
             raise GraphError("compile: a graph needs at least one output or update")

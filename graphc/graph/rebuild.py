@@ -100,8 +100,9 @@ def _matmul(ps, a):
 _KEY_LENGTHS = {"i": 2, "s": 4, "n": 1, "a": 2}
 
 
-def _decode_key(key, parents, arrays_allowed):
-    """An encoded index key (graphc.shape.indexing) as the key a user would write."""
+def _decode_key(key, parents, arrays_allowed, first=1):
+    """An encoded index key (graphc.shape.indexing) as the key a user would write
+    (its index arrays are the parents from ``first``)."""
     if not isinstance(key, tuple):
         raise GraphError(f"the key must be a tuple of entries, got {shown(key)}")
     user, shape, axis = [], parents[0].shape, 0
@@ -127,9 +128,9 @@ def _decode_key(key, parents, arrays_allowed):
             # "before index 0" as -1, which a slice spells as anything below -dim; a
             # form indices() never gives is re-encoded differently, and refused
             user.append(slice(*(v if v >= 0 else v - dim for v in (start, stop)), step))
-        elif not arrays_allowed or not 1 <= entry[1] < len(parents):
+        elif not arrays_allowed or not first <= entry[1] < len(parents):
             raise GraphError(f"the key entry {shown(entry)} names no index parent "
-                             f"(1 to {len(parents) - 1})")
+                             f"({first} to {len(parents) - 1})")
         else:
             user.append(parents[entry[1]])
     return tuple(user)
@@ -150,6 +151,12 @@ def _slice(ps, a):
 
 def _gather(ps, a):
     return NS.getitem(ps[0], _decode_key(a["key"], ps, arrays_allowed=True))
+
+
+def _scatter(ps, a):
+    if len(ps) < 2:
+        raise GraphError(f"scatter: needs the array and the values as parents, got {len(ps)}")
+    return NS._updated(ps[0], _decode_key(a["key"], ps, True, first=2), ps[1], a["mode"])
 
 
 def _table() -> dict[str, Rebuild]:
@@ -178,6 +185,7 @@ def _table() -> dict[str, Rebuild]:
         "concatenate": Rebuild(("axis",), lambda ps, a: NS.concatenate(ps, a["axis"])),
         "slice": Rebuild(("key",), _slice),
         "gather": Rebuild(("key",), _gather),
+        "scatter": Rebuild(("key", "mode"), _scatter),
         "take": Rebuild(("axis",), lambda ps, a: NS.take(*ps, axis=a["axis"])),
         "pad": Rebuild(("pad_width", "value"),
                        lambda ps, a: NS.pad(*ps, a["pad_width"], constant_values=a["value"])),

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..shape.indexing import key_result_shape
 from ..shape.neural import pool_output_size
 from .export import Value
 from .export_ops import _onnx_type, unsupported
@@ -97,14 +98,45 @@ def _index_positions(ctx, index: Value, dim: int) -> str:
 
 
 def gather_export(ctx, op, ins, out):
-    """NumPy's advanced indexing: the flat position of every result cell is a sum
-    of one term per indexed axis (each shaped to broadcast against the result),
-    then one ``Gather`` from the flattened array."""
-    x, key = ins[0], op["key"]
-    rank = len(out.shape)
-    strides = [math.prod(x.shape[a + 1:]) for a in range(len(x.shape))]
+    """NumPy's advanced indexing: one ``Gather`` from the flattened array at the
+    flat position of every result cell (:func:`_flat_positions`)."""
+    x = ins[0]
+    flat = _flat_positions(ctx, op["key"], x.shape, ins, out.shape)
+    source = _reshaped(ctx, x.name, (-1,)) if x.shape else x.name
+    return ctx.op("Gather", [source, flat], out=out.name, axis=0)
+
+
+#: scatter's modes -> ScatterND's reduction (subtract adds the negated values)
+_REDUCTIONS = {"set": "none", "add": "add", "subtract": "add", "multiply": "mul",
+               "min": "min", "max": "max"}
+
+
+def scatter_export(ctx, op, ins, out):
+    """``x`` flattened, one ``ScatterND`` at the flat positions of the key's cells
+    with the values expanded to the cells' shape, then the shape put back."""
+    x, values, mode = ins[0], ins[1], op["mode"]
+    if mode not in _REDUCTIONS:
+        raise unsupported(ctx, f"scatter: an update by {mode} has no ONNX operator "
+                               f"(ScatterND reduces by {sorted(set(_REDUCTIONS.values()))})")
+    shapes = {i: v.shape for i, v in enumerate(ins) if i >= 2}
+    cells = key_result_shape("scatter", op["key"], x.shape, shapes)
+    flat = _flat_positions(ctx, op["key"], x.shape, ins, cells)
+    new = values.name if mode != "subtract" else ctx.op("Neg", [values.name])
+    new = ctx.op("Expand", [new, ctx.ints(cells)])
+    indices = _reshaped(ctx, flat, tuple(cells) + (1,))
+    source = _reshaped(ctx, x.name, (-1,))
+    scattered = ctx.op("ScatterND", [source, indices, new], reduction=_REDUCTIONS[mode])
+    return _reshaped(ctx, scattered, out.shape, out.name)
+
+
+def _flat_positions(ctx, key, x_shape, ins, selected) -> str:
+    """The flat position in ``x`` of every cell of ``x[key]`` (of shape ``selected``):
+    a sum of one term per indexed axis (each shaped to broadcast against the cells),
+    expanded to them."""
+    rank = len(selected)
+    strides = [math.prod(x_shape[a + 1:]) for a in range(len(x_shape))]
     advanced = [i for i, e in enumerate(key) if e[0] in "ai"]
-    adjacent = advanced == list(range(advanced[0], advanced[-1] + 1))
+    adjacent = not advanced or advanced == list(range(advanced[0], advanced[-1] + 1))
     arrays = [ins[e[1]] for e in key if e[0] == "a"]
     bshape = np.broadcast_shapes(*[a.shape for a in arrays])
     block = len(bshape)
@@ -125,7 +157,7 @@ def gather_export(ctx, op, ins, out):
                 terms.append(ctx.scalar(e[1] * stride, np.int64))
             else:
                 v = ins[e[1]]
-                pos = _index_positions(ctx, v, x.shape[axis])
+                pos = _index_positions(ctx, v, x_shape[axis])
                 shape = ((1,) * position + (1,) * (block - len(v.shape)) + v.shape
                          + (1,) * (rank - position - block))
                 pos = _reshaped(ctx, pos, shape)
@@ -139,12 +171,10 @@ def gather_export(ctx, op, ins, out):
             terms.append(ctx.const(cells.reshape(shape)))
             out_axis += 1
         axis += 1
-    flat = terms[0]
+    flat = terms[0] if terms else ctx.scalar(0, np.int64)
     for term in terms[1:]:
         flat = ctx.op("Add", [flat, term])
-    flat = ctx.op("Expand", [flat, ctx.ints(out.shape)])
-    source = _reshaped(ctx, x.name, (-1,)) if x.shape else x.name
-    return ctx.op("Gather", [source, flat], out=out.name, axis=0)
+    return ctx.op("Expand", [flat, ctx.ints(selected)])
 
 
 def take_export(ctx, op, ins, out):

@@ -22,7 +22,9 @@ from ..type.errors import DTypeError, GraphcError
 from ..type.op import Op
 from .elementwise import power_shortcut
 from .generated import UFUNC_NAMES
+from .dispatch import numpy_function
 from .namespace import DEFAULT_DTYPE, Namespace
+from .updates import At
 
 #: the op of a constant node (it lives in the symbol layer, below the optimiser)
 _const_op = const_op
@@ -50,6 +52,13 @@ class LazyNamespace(Namespace):
 
     def _known(self, x):
         return x.value if isinstance(x, Node) else None
+
+    def _assign(self, opname, target, value):
+        if not isinstance(target, Tensor):
+            raise TypeError(f"{opname}: the array to write into must be a graph value, got "
+                            f"{type(target).__name__}; graphc.ndarray never writes into NumPy "
+                            "arrays")
+        target.become(self._in_place(opname, target, value))
 
     def variable(self, name: str, shape=(), dtype=None):
         """A named input of the graph with a static shape (float32 by default).
@@ -152,6 +161,10 @@ class Tensor(Node):
     def __ror__(self, o): return NS._logical_or_bitwise("logical_or", o, self)
     def __xor__(self, o): return NS._logical_or_bitwise("logical_xor", self, o)
     def __rxor__(self, o): return NS._logical_or_bitwise("logical_xor", o, self)
+    def __lshift__(self, o): return NS.left_shift(self, o)
+    def __rlshift__(self, o): return NS.left_shift(o, self)
+    def __rshift__(self, o): return NS.right_shift(self, o)
+    def __rrshift__(self, o): return NS.right_shift(o, self)
 
     def __invert__(self):
         if self.dtype != np.bool_:
@@ -162,8 +175,23 @@ class Tensor(Node):
     def __getitem__(self, key): return NS.getitem(self, key)
 
     def __setitem__(self, key, value):
-        raise TypeError("graphc arrays are immutable: build the new value with N.where, "
-                        "N.concatenate or N.pad instead of assigning into it")
+        """``a[key] = value``: ``a`` now denotes the updated array (a ``scatter`` node;
+        nodes built on ``a`` before keep its old value)."""
+        self.become(NS._updated(self, key, value, "set", "setitem"))
+
+    @property
+    def at(self):
+        """JAX's functional updates: ``x.at[key].set(v)``, ``.add(v)``, ``.multiply(v)``,
+        ``.min(v)``, ``.max(v)``, ... each a new value (``x`` is unchanged)."""
+        return At(NS, self)
+
+    def fill(self, value):
+        """Every cell set to ``value``, in place (``ndarray.fill``)."""
+        self.become(NS.full(self.shape, value, self.dtype))
+
+    # -- NumPy's functions (np.sum(t), np.concatenate([t, u]), np.linalg.inv(t)) --
+    def __array_function__(self, func, types, args, kwargs):
+        return numpy_function(NS, func, args, kwargs)
 
     # -- methods, as on ndarray --------------------------------------------------
     @property
@@ -200,6 +228,25 @@ class Tensor(Node):
 
     def std(self, axis=None, ddof=0, keepdims=False):
         return NS.std(self, axis, ddof, keepdims)
+
+
+def _in_place(operator_name):
+    """``a op= b``: ``a`` denotes ``a op b`` from now on, in ``a``'s shape and dtype
+    (NumPy's ``same_kind`` casting), so every name of ``a`` sees the new value."""
+    def update(self, other):
+        method = getattr(self, f"__{operator_name}__", None)
+        new = NotImplemented if method is None else method(other)
+        if new is NotImplemented:
+            return NotImplemented
+        self.become(NS._in_place(f"__i{operator_name}__", self, new))
+        return self
+    update.__name__ = f"__i{operator_name}__"
+    return update
+
+
+for _operator_name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
+                       "and", "or", "xor", "lshift", "rshift"):
+    setattr(Tensor, f"__i{_operator_name}__", _in_place(_operator_name))
 
 
 def public_functions(namespace) -> dict:

@@ -54,6 +54,10 @@ class Backend:
     def _known(self, x):
         raise NotImplementedError
 
+    def _assign(self, opname: str, target, value):
+        """Make ``target`` (an array a NumPy function writes into) hold ``value``."""
+        raise NotImplementedError
+
     # -- coercion shared by every function -----------------------------------
     def _lift(self, x, like=None):
         """``x`` as a value of this backend. A Python scalar takes ``like``'s dtype
@@ -142,10 +146,11 @@ from .neural import NeuralMixin  # noqa: E402
 from .reductions import ReductionMixin  # noqa: E402
 from .shaping import ShapingMixin  # noqa: E402
 from .sorting import SortingMixin  # noqa: E402
+from .updates import UpdateMixin  # noqa: E402
 
 
 class Namespace(ElementwiseMixin, ReductionMixin, LinalgMixin, ShapingMixin, CreationMixin,
-                NeuralMixin, ArrayMixin, MathMixin, SortingMixin, Backend):
+                NeuralMixin, ArrayMixin, MathMixin, SortingMixin, UpdateMixin, Backend):
     """Every NumPy-named function of graphc, for one backend (a subclass gives the
     hooks: :class:`~graphc.operator.lazy.LazyNamespace`, ``graphc.eager``'s).
 

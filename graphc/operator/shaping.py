@@ -184,39 +184,7 @@ class ShapingMixin:
         Example: ``x[:, 1:3]``, ``x[..., None]``, ``x[idx]``
         """
         x = self._lift(x)
-        key = key if isinstance(key, tuple) else (key,)
-        key = tuple(self._lift(k) if _is_array_like(k, self) else k for k in key)
-        # the axes each entry indexes: a mask as many as it has, an Ellipsis the rest
-        ranks = [k.ndim if self._is_value(k) and k.dtype == np.bool_ else
-                 0 if k is None or k is Ellipsis else 1 for k in key]
-        rest, axis = max(x.ndim - sum(ranks), 0), 0
-        parents, placeholders = [x], []
-        for k, rank in zip(key, ranks):
-            axis += rest if k is Ellipsis else rank
-            if self._is_value(k):
-                known = self._known(k)
-                if k.dtype == np.bool_:
-                    if known is None:
-                        raise ShapeError("getitem: a boolean mask computed in the graph gives a "
-                                         "data-dependent shape; use N.where instead")
-                    _check_mask(x.shape, axis - rank, known.shape)
-                    placeholders.extend(self._constant(i) for i in np.nonzero(known))
-                    continue
-                if k.dtype.kind not in "iu":
-                    raise DTypeError(f"getitem: index arrays must be integer or boolean, got "
-                                     f"{k.dtype}")
-                placeholders.append(k)
-            else:
-                placeholders.append(k)
-        key = tuple(placeholders)
-        entries, arrays = [], []
-        for k in key:
-            if self._is_value(k):
-                arrays.append(k)
-                entries.append(ArrayIndex(len(arrays), k.shape))
-            else:
-                entries.append(k)
-        encoded, _ = encode_key("getitem", tuple(entries), x.shape, None)
+        encoded, arrays = self._index_key("getitem", x, key, first=1)
         if not arrays:
             if all(e == ("s", 0, d, 1) for e, d in zip(encoded, x.shape)) and len(encoded) == x.ndim:
                 return x
@@ -227,15 +195,52 @@ class ShapingMixin:
             return self._op("take", [x, arrays[0]], axis=take_axis)
         return self._op("gather", [x] + arrays, key=encoded)
 
-    def _check_bounds(self, x, encoded, arrays):
+    def _index_key(self, opname, x, key, first):
+        """A NumPy key on ``x`` as ``(encoded, index arrays)``: the encoding of
+        :func:`~graphc.shape.indexing.encode_key`, its index arrays counted as parents
+        from position ``first`` (a boolean mask known while building becomes integer
+        arrays)."""
+        key = key if isinstance(key, tuple) else (key,)
+        key = tuple(self._lift(k) if _is_array_like(k, self) else k for k in key)
+        # the axes each entry indexes: a mask as many as it has, an Ellipsis the rest
+        ranks = [k.ndim if self._is_value(k) and k.dtype == np.bool_ else
+                 0 if k is None or k is Ellipsis else 1 for k in key]
+        rest, axis = max(x.ndim - sum(ranks), 0), 0
+        placeholders = []
+        for k, rank in zip(key, ranks):
+            axis += rest if k is Ellipsis else rank
+            if self._is_value(k):
+                known = self._known(k)
+                if k.dtype == np.bool_:
+                    if known is None:
+                        raise ShapeError(f"{opname}: a boolean mask computed in the graph gives "
+                                         "a data-dependent shape; use N.where instead")
+                    _check_mask(x.shape, axis - rank, known.shape)
+                    placeholders.extend(self._constant(i) for i in np.nonzero(known))
+                    continue
+                if k.dtype.kind not in "iu":
+                    raise DTypeError(f"{opname}: index arrays must be integer or boolean, got "
+                                     f"{k.dtype}")
+            placeholders.append(k)
+        entries, arrays = [], []
+        for k in placeholders:
+            if self._is_value(k):
+                arrays.append(k)
+                entries.append(ArrayIndex(first + len(arrays) - 1, k.shape))
+            else:
+                entries.append(k)
+        encoded, _ = encode_key(opname, tuple(entries), x.shape, None)
+        return encoded, arrays
+
+    def _check_bounds(self, x, encoded, arrays, first=1, opname="getitem"):
         axis = 0
         for e in encoded:
             if e[0] == "a":
-                known = self._known(arrays[e[1] - 1])
+                known = self._known(arrays[e[1] - first])
                 size = x.shape[axis]
                 if known is not None and known.size and (known.min() < -size or known.max() >= size):
                     bad = known[(known < -size) | (known >= size)].flat[0]
-                    raise IndexOutOfRange(f"getitem: index {bad} is out of bounds for axis "
+                    raise IndexOutOfRange(f"{opname}: index {bad} is out of bounds for axis "
                                           f"{axis} with size {size}")
             if e[0] != "n":
                 axis += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..algodiff import shaping as grads
 from ..engine import cpu_kernels as kernels
+from ..engine import update_kernels as updates
 from ..onnx import export_shape as onnx
 from ..shape import rules as shapes
 from ..type.kinds import ANY
@@ -45,6 +46,9 @@ define(
     # index arrays fed at run time may be out of range
     shape_op("gather", None, "numpy.ndarray.__getitem__", fallible=True,
              grad=grads.gather_grad, names=("getitem",)),
+    # x with the cells of a key updated; index arrays fed at run time may be out of range
+    shape_op("scatter", None, "numpy.ufunc.at", overwrites=(0,), fallible=True,
+             kernel=updates.scatter, grad=grads.scatter_grad, names=()),
     shape_op("take", 2, "numpy.take", fallible=True, grad=grads.take_grad),
     shape_op("pad", 1, "numpy.pad", grad=grads.pad_grad),
     shape_op("tile", 1, "numpy.tile", grad=grads.tile_grad),

@@ -205,6 +205,24 @@ def gather(op, parents):
     return key_result_shape("getitem", op["key"], parents[0].shape, shapes), parents[0].dtype
 
 
+def scatter(op, parents):
+    """``x`` with the cells of ``x[key]`` updated from ``values`` (parent 1, which must
+    broadcast to the cells' shape, in ``x``'s dtype); index arrays from parent 2."""
+    x, values = parents[0], parents[1]
+    _integer_indices("scatter", parents[2:])
+    shapes = {i: p.shape for i, p in enumerate(parents) if i >= 2}
+    cells = key_result_shape("scatter", op["key"], x.shape, shapes)
+    try:
+        check_broadcast_to("scatter", values.shape, cells)
+    except ShapeError:
+        raise ShapeError(f"scatter: could not broadcast values of shape {values.shape} into "
+                         f"the indexed cells of shape {cells} (array shape {x.shape})") from None
+    if values.dtype != x.dtype:
+        raise DTypeError(f"scatter: values of dtype {values.dtype} into an array of dtype "
+                         f"{x.dtype}; cast them first")
+    return x.shape, x.dtype
+
+
 def take(op, parents):
     x, idx = parents
     _integer_indices("take", [idx])

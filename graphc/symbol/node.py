@@ -52,6 +52,11 @@ def locate(error: GraphcError) -> GraphcError:
     return error
 
 
+#: what a node is (everything but its identity and its weak references)
+_STATE = ("op", "parents", "shape", "dtype", "name", "_where", "id", "value", "_consumers",
+          "declared")
+
+
 class Node:
     """One value of the graph. Immutable once built; identity is the node itself.
 
@@ -61,7 +66,7 @@ class Node:
     """
 
     __slots__ = ("op", "parents", "shape", "dtype", "name", "_where", "id", "value",
-                 "_consumers", "__weakref__")
+                 "_consumers", "declared", "__weakref__")
 
     def __init__(self, op: Op, parents: tuple, shape: tuple, dtype: np.dtype,
                  name: Optional[str] = None, value: Optional[np.ndarray] = None,
@@ -78,6 +83,9 @@ class Node:
         self._where = where
         self.id = next(_ids)
         self._consumers: list = []
+        # the variable this object was declared as, once an in-place update
+        # (``x += 1``) made it denote another value (see :meth:`become`)
+        self.declared = None
         for p in parents:
             p._consumers.append(weakref.ref(self))
 
@@ -98,6 +106,36 @@ class Node:
         except GraphcError as exc:
             raise locate(exc).with_traceback(None) from None
         return cls(op, parents, shape, dtype, name=name)
+
+    def become(self, new: "Node") -> "Node":
+        """Make this object denote ``new``'s value, as NumPy's in-place updates
+        (``a[i] = v``, ``a += v``) make every name of an array see the new values.
+
+        The value it denoted moves to a fresh node, which every node already built on
+        it reads from now on (``new`` included: it was computed from the old value);
+        returns that node. This object gets a new id; ``new`` stays as it was.
+
+        Example: ``old = a.become(N.add(a, 1.0))`` (what ``a += 1.0`` does)
+        """
+        if new is self:
+            return self
+        old = object.__new__(type(self))
+        for slot in _STATE:
+            setattr(old, slot, getattr(self, slot))
+        readers = self.consumers
+        for reader in readers:
+            reader.parents = tuple(old if p is self else p for p in reader.parents)
+        old._consumers = [weakref.ref(r) for r in readers]
+        for p in set(old.parents):
+            p._consumers = [weakref.ref(old) if r() is self else r for r in p._consumers]
+        for slot in ("op", "parents", "shape", "dtype", "value", "_where"):
+            setattr(self, slot, getattr(new, slot))
+        self.name, self.id, self._consumers = None, next(_ids), []
+        first = old.declared if old.declared is not None else old
+        self.declared = first if first.op.kind == "var" else None
+        for p in set(self.parents):
+            p._consumers.append(weakref.ref(self))
+        return old
 
     @property
     def where(self) -> str:
