@@ -19,6 +19,7 @@ from .engine.cpu import RunContext as _RunContext
 from .engine.cpu_kernels import build_kernel as _build_kernel
 from .operator import public_functions as _public
 from .operator.public_names import named_functions as _named_functions
+from .operator.loops import run_loop as _run_loop
 from .operator.namespace import Namespace as _Namespace
 from .shape.rules import infer as _infer
 from .symbol.node import locate as _locate
@@ -61,6 +62,9 @@ class EagerNamespace(_Namespace):
             raise TypeError(f"{opname}: the array to write into must be a NumPy array, got "
                             f"{type(target).__name__}")
         _np.copyto(target, self._in_place(opname, target, value))
+
+    def _loop(self, name, step, init, xs, length, start=0, reverse=False, cond=None):
+        return _run_loop(self, name, step, init, xs, length, start, reverse, cond)
 
     def variable(self, name, shape=(), dtype=None):
         raise TypeError("var: named variables exist only in graph mode (graphc.ndarray); "

@@ -47,7 +47,9 @@ NOT_SAVED = {"delay": "a delay node wraps Python code, and the format never stor
              "fma": "made by the optimiser only", "fused_adagrad": "made by the optimiser only",
              "fused": "made by the optimiser only", "im2col": "made by the optimiser only",
              "fused_reduce": "made by the optimiser only",
-             "col2im": "made by the optimiser only"}
+             "col2im": "made by the optimiser only",
+             "loop": "a loop's body is a graph of its own, which the format does not hold "
+                     "yet", "loop_part": "a part of a loop's results"}
 #: nesting of tuples inside one attribute (padding is a tuple of pairs)
 MAX_ATTRIBUTE_DEPTH = 4
 _INT64 = 1 << 63

@@ -23,6 +23,7 @@ from ..type.op import Op
 from .elementwise import power_shortcut
 from .generated import UFUNC_NAMES
 from .dispatch import numpy_function
+from .loops import build_loop
 from .namespace import DEFAULT_DTYPE, Namespace
 from .updates import At
 
@@ -59,6 +60,9 @@ class LazyNamespace(Namespace):
                             f"{type(target).__name__}; graphc.ndarray never writes into NumPy "
                             "arrays")
         target.become(self._in_place(opname, target, value))
+
+    def _loop(self, name, step, init, xs, length, start=0, reverse=False, cond=None):
+        return build_loop(self, name, step, init, xs, length, start, reverse, cond)
 
     def variable(self, name: str, shape=(), dtype=None):
         """A named input of the graph with a static shape (float32 by default).

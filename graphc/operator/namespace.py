@@ -141,6 +141,7 @@ from .elementwise import ElementwiseMixin  # noqa: E402
 from .fft_functions import FFTFunctions  # noqa: E402
 from .linalg import LinalgMixin  # noqa: E402
 from .linalg_functions import LinalgFunctions  # noqa: E402
+from .loops import LoopMixin  # noqa: E402
 from .mathematics import MathMixin  # noqa: E402
 from .neural import NeuralMixin  # noqa: E402
 from .reductions import ReductionMixin  # noqa: E402
@@ -150,7 +151,8 @@ from .updates import UpdateMixin  # noqa: E402
 
 
 class Namespace(ElementwiseMixin, ReductionMixin, LinalgMixin, ShapingMixin, CreationMixin,
-                NeuralMixin, ArrayMixin, MathMixin, SortingMixin, UpdateMixin, Backend):
+                NeuralMixin, ArrayMixin, MathMixin, SortingMixin, UpdateMixin, LoopMixin,
+                Backend):
     """Every NumPy-named function of graphc, for one backend (a subclass gives the
     hooks: :class:`~graphc.operator.lazy.LazyNamespace`, ``graphc.eager``'s).
 

@@ -12,7 +12,8 @@ serves).
 >>> set(DEFINITIONS) == set(KINDS)
 True
 """
-from . import creation, elementwise, linalg, neural, reductions, shaping, sorting  # noqa: F401
+from . import (control, creation, elementwise, linalg, neural, reductions,  # noqa: F401
+               shaping, sorting)
 from .definition import DEFINITIONS, LEAF, NO_GRADIENT, OpDef, Refused, define
 
 __all__ = ["DEFINITIONS", "OpDef", "define", "NO_GRADIENT", "Refused", "LEAF"]
