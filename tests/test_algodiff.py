@@ -424,8 +424,8 @@ def test_traced_values_act_like_arrays():
     check_gradient(lambda M, a: f(a) if M is E else _lazy_f(a), x)
     with pytest.raises(TypeError, match=r"\.value"):
         E.grad(lambda a: E.sum(np.asarray(a)))(x)
-    with pytest.raises(TypeError, match="numpy.cumsum"):
-        E.grad(lambda a: E.sum(np.cumsum(a)))(x)
+    with pytest.raises(TypeError, match="numpy.apply_along_axis"):
+        E.grad(lambda a: E.sum(np.apply_along_axis(np.sum, 0, a)))(x)
     with pytest.raises(TypeError, match="immutable"):
         E.grad(lambda a: a.__setitem__(0, 1.0))(x)
 

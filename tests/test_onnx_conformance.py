@@ -87,6 +87,21 @@ def _skip_rounding_decided(test):
     return run
 
 
+#: node tests whose expected output is another implementation's rounding noise where the
+#: exact value is 0: graphc computes the inverse DFT in float64 and gets ~1e-15 (NumPy's
+#: float64 ifft of the same input gives -7e-16); the file holds 1.9e-7, and the runner's
+#: atol is 1e-7 (the signal's values are near 45, so 1.9e-7 is below float32 resolution)
+NOISE_EXPECTED = {"test_dft_inverse", "test_dft_inverse_opset19"}
+
+
+def _skip_noise_expected(test):
+    @functools.wraps(test)
+    def run(self, *args, **kwargs):
+        pytest.skip("its expected output is another implementation's rounding noise where "
+                    "the exact value is 0 (see NOISE_EXPECTED)")
+    return run
+
+
 def _skip_unsupported(test):
     """A selected test whose model uses an attribute value or type graphc refuses
     (the importer's own OnnxUnsupported, raised before anything runs) is skipped
@@ -118,6 +133,8 @@ for _case in _cases.values():
             delattr(_case, _name)
         elif _name.rsplit("_", 1)[0] in ROUNDING_DECIDES:
             setattr(_case, _name, _skip_rounding_decided(getattr(_case, _name)))
+        elif _name.rsplit("_", 1)[0] in NOISE_EXPECTED:
+            setattr(_case, _name, _skip_noise_expected(getattr(_case, _name)))
         else:
             setattr(_case, _name, _skip_unsupported(getattr(_case, _name)))
 del _case, _name   # a class left bound here would be collected a second time

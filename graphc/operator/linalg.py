@@ -63,10 +63,14 @@ class LinalgMixin:
                             tuple(a.shape[i] for i in free_a) + tuple(b.shape[i] for i in free_b))
 
     def einsum(self, subscripts: str, *operands):
-        """Einstein summation of two operands (``"ij,jk->ik"``); the output
-        subscripts may be implicit. Example: ``N.einsum("bij,bjk->bik", a, b)``"""
+        """Einstein summation (``"ij,jk->ik"``); the output subscripts may be implicit.
+        Three operands or more are contracted two at a time in the order
+        ``numpy.einsum_path`` picks; one is paired with the scalar 1.
+
+        Example: ``N.einsum("bij,bjk->bik", a, b)``, ``N.einsum("ij,ijk,j->ik", r, d, m)``
+        """
         if len(operands) != 2:
-            raise ShapeError(f"einsum: exactly two operands are supported, got {len(operands)}")
+            return self._einsum_chain(subscripts, operands)
         spec = subscripts.replace(" ", "")
         if "..." in spec:
             raise ShapeError("einsum: ellipsis ('...') subscripts are not supported")
@@ -82,3 +86,41 @@ class LinalgMixin:
             raise ShapeError(f"einsum: output subscripts of {subscripts!r} must appear once "
                              "and in the inputs")
         return self._op("einsum", self._lift_all(*operands), subscripts=spec)
+
+    def _einsum_chain(self, subscripts, operands):
+        if not operands:
+            raise ShapeError("einsum: needs at least one operand")
+        values = [self._lift(v) for v in operands]
+        spec = subscripts.replace(" ", "")
+        if "->" not in spec:
+            letters = spec.replace(",", "")
+            spec += "->" + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+        inputs, output = spec.split("->")
+        terms = inputs.split(",")
+        if len(terms) != len(values) or "..." in spec:
+            raise ShapeError(f"einsum: {subscripts!r} does not fit {len(values)} operands "
+                             "(ellipsis ('...') subscripts are not supported)")
+        if len(values) == 1:
+            return self.einsum(f"{terms[0]},->{output}", values[0], self._lift(1, like=values[0]))
+        # only the shapes matter to the path: zero-stride stand-ins allocate nothing
+        stand_ins = [np.broadcast_to(np.zeros((), v.dtype), v.shape) for v in values]
+        try:
+            path = np.einsum_path(spec, *stand_ins, optimize="greedy")[0][1:]
+        except ValueError as exc:
+            raise ShapeError(f"einsum: {subscripts!r} on shapes "
+                             f"{[tuple(v.shape) for v in values]}: {exc}") from None
+        for positions in path:
+            picked = [(terms[i], values[i]) for i in positions]
+            for i in sorted(positions, reverse=True):
+                del terms[i], values[i]
+            (term, value), rest = picked[0], picked[1:]
+            for k, (other, other_value) in enumerate(rest):
+                later = "".join(terms) + output + "".join(t for t, _ in rest[k + 1:])
+                keep = "".join(dict.fromkeys(c for c in term + other if c in later))
+                value = self.einsum(f"{term},{other}->{keep}", value, other_value)
+                term = keep
+            terms.append(term)
+            values.append(value)
+        (term,), (value,) = terms, values
+        return value if term == output else self.einsum(f"{term},->{output}", value,
+                                                        self._lift(1, like=value))

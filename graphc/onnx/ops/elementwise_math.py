@@ -1,6 +1,6 @@
 """Converters of ONNX's unary maths (Exp, Sqrt, the trigonometric and hyperbolic
 functions, IsNaN, IsInf, ...) and activations (LeakyRelu, Elu, Selu, Gelu, Clip,
-PRelu, ...).
+PRelu, Swish, SwiGLU, Shrink, ...).
 
 >>> import numpy as np
 >>> from graphc.onnx.context import NodeContext
@@ -134,6 +134,40 @@ def mish(ctx):
 def thresholded_relu(ctx):
     ns, x = ctx.ns, ctx.input(0)
     return ns.where(ns.greater(x, ctx.attr("alpha")), x, 0)
+
+
+@converter("Swish", attrs={"alpha": 1.0})
+def swish(ctx):
+    """x * sigmoid(alpha * x)."""
+    ns, x = ctx.ns, ctx.input(0)
+    # (graphc's sigmoid widens float16 to float64: cast back to the input's dtype)
+    gate = _typed(ctx, ns.sigmoid(ns.multiply(x, ctx.dtype(0).type(ctx.attr("alpha")))))
+    return ns.multiply(x, gate)
+
+
+@converter("SwiGLU", attrs={"alpha": 1.0})
+def swiglu(ctx):
+    """Swish(a) * b, for a and b of one shape."""
+    ns, a, b = ctx.ns, ctx.input(0), ctx.input(1)
+    if ctx.shape(0) != ctx.shape(1):
+        raise ctx.invalid(f"A and B must have one shape (no broadcasting), got "
+                          f"{ctx.shape(0)} and {ctx.shape(1)}")
+    gate = _typed(ctx, ns.sigmoid(ns.multiply(a, ctx.dtype(0).type(ctx.attr("alpha")))))
+    return ns.multiply(ns.multiply(a, gate), b)
+
+
+@converter("Shrink", attrs={"bias": 0.0, "lambd": 0.5})
+def shrink(ctx):
+    """x + bias below -lambd, x - bias above lambd, 0 between."""
+    ns, x = ctx.ns, ctx.input(0)
+    lambd, bias = float(ctx.attr("lambd")), float(ctx.attr("bias"))
+    below = ns.where(ns.less(x, -lambd), _typed(ctx, ns.add(x, bias)), ns.multiply(x, 0))
+    return ns.where(ns.greater(x, lambd), _typed(ctx, ns.subtract(x, bias)), below)
+
+
+def _typed(ctx, value):
+    """``value`` in the input's dtype (a float bias must not widen an integer input)."""
+    return value if value.dtype == ctx.dtype(0) else ctx.ns.astype(value, ctx.dtype(0))
 
 
 @converter("Gelu", attrs={"approximate": "none"})

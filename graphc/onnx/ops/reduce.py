@@ -1,6 +1,6 @@
 """Converters of ONNX's reductions: ReduceSum, ReduceMean, ReduceMax, ReduceMin,
 ReduceProd, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp, ReduceSumSquare,
-ArgMax/ArgMin and CumSum.
+ArgMax/ArgMin, CumSum and CumProd.
 
 The ``Reduce*`` operators take their axes as an attribute until the opset where
 they became an input (13 for ReduceSum, 18 for the others, which also added
@@ -160,17 +160,18 @@ def arg_reduce(ctx):
     return ns.astype(arg(x, axis, keep), np.int64)
 
 
-# -- CumSum -------------------------------------------------------------------------------
-def _shifted(ns, y, axis: int, k: int):
-    """``y`` moved ``k`` places along ``axis``, zeros coming in at the start."""
+# -- CumSum and CumProd ---------------------------------------------------------------------
+def _shifted(ns, y, axis: int, k: int, fill=0):
+    """``y`` moved ``k`` places along ``axis``, ``fill`` coming in at the start."""
     n = y.shape[axis]
     head = tuple(slice(None) if i != axis else slice(0, n - k) for i in range(y.ndim))
     widths = tuple((k, 0) if i == axis else (0, 0) for i in range(y.ndim))
-    return ns.pad(ns.getitem(y, head), widths)
+    return ns.pad(ns.getitem(y, head), widths, constant_values=fill)
 
 
-@converter("CumSum", attrs={"exclusive": 0, "reverse": 0})
-def cumsum(ctx):
+def _scan(ctx, combine, identity):
+    """The inclusive (or ``exclusive``, ``reverse``) scan of input 0 along the axis
+    input by ``combine``, whose neutral element is ``identity``."""
     x, ns, shape = ctx.input(0), ctx.ns, ctx.shape(0)
     axis_value = ctx.constant(1)
     if axis_value.size != 1 or axis_value.dtype.kind not in "iu":
@@ -186,16 +187,26 @@ def cumsum(ctx):
     if ctx.attr("reverse"):
         y = ns.flip(y, axis)
     if ctx.attr("exclusive"):
-        y = _shifted(ns, y, axis, 1)
-    # Hillis-Steele scan: log2(n) shifted additions, each element-for-element exact
+        y = _shifted(ns, y, axis, 1, identity)
+    # Hillis-Steele scan: log2(n) shifted combinations, each element-for-element exact
     # for integers (graphc has no sequential scan op)
     k = 1
     while k < n:
-        y = ns.add(y, _shifted(ns, y, axis, k))
+        y = combine(y, _shifted(ns, y, axis, k, identity))
         k *= 2
     if ctx.attr("reverse"):
         y = ns.flip(y, axis)
     return _cast(ns, y, ctx.dtype(0))
+
+
+@converter("CumSum", attrs={"exclusive": 0, "reverse": 0})
+def cumsum(ctx):
+    return _scan(ctx, ctx.ns.add, 0)
+
+
+@converter("CumProd", attrs={"exclusive": 0, "reverse": 0})
+def cumprod(ctx):
+    return _scan(ctx, ctx.ns.multiply, 1)
 
 
 # -- TopK ---------------------------------------------------------------------------------
