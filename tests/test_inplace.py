@@ -309,3 +309,43 @@ def test_numpy_functions_graphc_lacks_or_arguments_it_refuses_say_so():
     with pytest.raises(TypeError, match=r"N\.sum\(\) got an unexpected keyword argument "
                                         r"'out'"):
         np.sum(x, out=np.empty(()))
+
+
+# -- ndarray's methods ------------------------------------------------------------------
+METHODS = {
+    "sort": lambda a: (a.sort(axis=0), a)[1],
+    "sum_dtype": lambda a: a.sum(1, np.float64),
+    "mean_keepdims": lambda a: a.mean(None, None, None, True),
+    "var_ddof": lambda a: a.var(0, None, None, 1),
+    "cumsum": lambda a: a.cumsum(1),
+    "cumprod": lambda a: a.cumprod(),
+    "argsort": lambda a: a.argsort(axis=0, kind="stable"),
+    "round": lambda a: a.round(),
+    "trace": lambda a: a.trace(1),
+    "diagonal": lambda a: a.diagonal(),
+    "searchsorted": lambda a: np.sort(a.ravel()).searchsorted(np.float32(0.5)),
+    "partition_then_min": lambda a: (a.partition(1, axis=1), a[:, :2].max(axis=1))[1],
+    "fill": lambda a: (a.fill(3.0), a)[1],
+    "put": lambda a: (a.put([0, 5], [9.0, 8.0]), a)[1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_ndarray_methods_match_numpy(name):
+    a = np.random.default_rng(2).standard_normal((4, 5)).astype(F32)
+
+    def ours(M, x):
+        return METHODS[name](x if M is N else x.copy())
+    check_op(ours, lambda x: METHODS[name](x.copy()), a, eager=False,
+             rtol=1e-6 if name in ("var_ddof", "mean_keepdims", "sum_dtype") else None,
+             atol=1e-6 if name in ("var_ddof", "mean_keepdims", "sum_dtype") else None)
+
+
+def test_methods_that_need_data_or_out_say_why():
+    x = N.var("x", (3,))
+    with pytest.raises(TypeError, match=r"item\(\) of lazy graphc value x: it has no data"):
+        x.item()
+    with pytest.raises(TypeError, match=r"tolist\(\) of lazy graphc value x"):
+        x.tolist()
+    with pytest.raises(TypeError, match="sum: out= is not supported"):
+        x.sum(out=np.empty(()))

@@ -217,21 +217,112 @@ class Tensor(Node):
     def dot(self, o): return NS.dot(self, o)
     def take(self, indices, axis=None): return NS.take(self, indices, axis)
     def repeat(self, repeats, axis=None): return NS.repeat(self, repeats, axis)
-    def sum(self, axis=None, keepdims=False): return NS.sum(self, axis, keepdims)
-    def prod(self, axis=None, keepdims=False): return NS.prod(self, axis, keepdims)
-    def mean(self, axis=None, keepdims=False): return NS.mean(self, axis, keepdims)
-    def max(self, axis=None, keepdims=False): return NS.max(self, axis, keepdims)
-    def min(self, axis=None, keepdims=False): return NS.min(self, axis, keepdims)
-    def any(self, axis=None, keepdims=False): return NS.any(self, axis, keepdims)
-    def all(self, axis=None, keepdims=False): return NS.all(self, axis, keepdims)
-    def argmax(self, axis=None, keepdims=False): return NS.argmax(self, axis, keepdims)
-    def argmin(self, axis=None, keepdims=False): return NS.argmin(self, axis, keepdims)
+    # reductions take NumPy's positional order: (axis, dtype, out, keepdims)
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        return NS.sum(self, axis, keepdims, dtype=dtype) if _no_out("sum", out) else None
 
-    def var(self, axis=None, ddof=0, keepdims=False):
-        return NS.variance(self, axis, ddof, keepdims)
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
+        return NS.prod(self, axis, keepdims, dtype=dtype) if _no_out("prod", out) else None
 
-    def std(self, axis=None, ddof=0, keepdims=False):
-        return NS.std(self, axis, ddof, keepdims)
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        return NS.mean(self, axis, keepdims, dtype=dtype) if _no_out("mean", out) else None
+
+    def max(self, axis=None, out=None, keepdims=False):
+        return NS.max(self, axis, keepdims) if _no_out("max", out) else None
+
+    def min(self, axis=None, out=None, keepdims=False):
+        return NS.min(self, axis, keepdims) if _no_out("min", out) else None
+
+    def any(self, axis=None, out=None, keepdims=False):
+        return NS.any(self, axis, keepdims) if _no_out("any", out) else None
+
+    def all(self, axis=None, out=None, keepdims=False):
+        return NS.all(self, axis, keepdims) if _no_out("all", out) else None
+
+    def argmax(self, axis=None, out=None, keepdims=False):
+        return NS.argmax(self, axis, keepdims) if _no_out("argmax", out) else None
+
+    def argmin(self, axis=None, out=None, keepdims=False):
+        return NS.argmin(self, axis, keepdims) if _no_out("argmin", out) else None
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        return NS.variance(self, axis, ddof, keepdims, dtype=dtype) if _no_out("var", out) \
+            else None
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        return NS.std(self, axis, ddof, keepdims, dtype=dtype) if _no_out("std", out) else None
+
+    def cumsum(self, axis=None, dtype=None, out=None):
+        return NS.cumsum(self, axis, dtype) if _no_out("cumsum", out) else None
+
+    def cumprod(self, axis=None, dtype=None, out=None):
+        return NS.cumprod(self, axis, dtype) if _no_out("cumprod", out) else None
+
+    def trace(self, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+        return NS.trace(self, offset, axis1, axis2, dtype) if _no_out("trace", out) else None
+
+    def round(self, decimals=0, out=None):
+        return NS.round(self, decimals) if _no_out("round", out) else None
+
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        return NS.diagonal(self, offset, axis1, axis2)
+
+    def argsort(self, axis=-1, kind=None, order=None):
+        return NS.argsort(self, axis, kind=kind, order=order)
+
+    def argpartition(self, kth, axis=-1, kind="introselect", order=None):
+        return NS.argpartition(self, kth, axis, kind=kind, order=order)
+
+    def searchsorted(self, v, side="left", sorter=None):
+        return NS.searchsorted(self, v, side, sorter)
+
+    def compress(self, condition, axis=None, out=None):
+        return NS.compress(condition, self, axis) if _no_out("compress", out) else None
+
+    def nonzero(self, *, size=None, fill_value=None):
+        return NS.nonzero(self, size=size, fill_value=fill_value)
+
+    def conj(self): return NS.conj(self)
+    def conjugate(self): return NS.conj(self)
+
+    @property
+    def real(self): return NS.real(self)
+
+    @property
+    def imag(self): return NS.imag(self)
+
+    @property
+    def itemsize(self) -> int: return self.dtype.itemsize
+
+    # -- ndarray's methods that write into the array: it denotes the new value --------
+    def sort(self, axis=-1, kind=None, order=None):
+        """Sorted in place (``ndarray.sort``): ``a`` denotes the sorted array."""
+        self.become(NS.sort(self, axis, kind=kind, order=order))
+
+    def partition(self, kth, axis=-1, kind="introselect", order=None):
+        """Partitioned in place (``ndarray.partition``)."""
+        self.become(NS.partition(self, kth, axis, kind=kind, order=order))
+
+    def put(self, indices, values, mode="raise"):
+        """``a.flat[indices] = values`` in place (``ndarray.put``)."""
+        NS.put(self, indices, values, mode)
+
+    # -- ndarray's methods that need the data ------------------------------------
+    def _no_data(self, name):
+        raise TypeError(f"{name}() of lazy graphc value {self.label()}: it has no data while "
+                        "the graph is built; run the compiled graph and call it on the result")
+
+    def item(self, *args): self._no_data("item")
+    def tolist(self): self._no_data("tolist")
+    def tobytes(self, order="C"): self._no_data("tobytes")
+
+
+def _no_out(name, out) -> bool:
+    """Methods take ``out=None`` only: a graph value is never written into."""
+    if out is not None:
+        raise TypeError(f"{name}: out= is not supported on lazy graphc values; use the "
+                        "returned value")
+    return True
 
 
 def _in_place(operator_name):
