@@ -320,7 +320,7 @@ METHODS = {
     "cumsum": lambda a: a.cumsum(1),
     "cumprod": lambda a: a.cumprod(),
     "argsort": lambda a: a.argsort(axis=0, kind="stable"),
-    "round": lambda a: a.round(),
+    "round": lambda a: a.round(1),
     "trace": lambda a: a.trace(1),
     "diagonal": lambda a: a.diagonal(),
     "searchsorted": lambda a: np.sort(a.ravel()).searchsorted(np.float32(0.5)),
@@ -349,3 +349,10 @@ def test_methods_that_need_data_or_out_say_why():
         x.tolist()
     with pytest.raises(TypeError, match="sum: out= is not supported"):
         x.sum(out=np.empty(()))
+
+
+@pytest.mark.parametrize("decimals", [-2, -1, 1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_round_to_decimals_gives_numpys_bits(decimals, dtype):
+    a = (np.random.default_rng(4).standard_normal(200) * 1000).astype(dtype)
+    check_op(lambda M, x: M.round(x, decimals), lambda x: np.round(x, decimals), a)

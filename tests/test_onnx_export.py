@@ -563,3 +563,41 @@ def test_arctan2_keeps_numpy_s_signs_on_the_axes():
     np.testing.assert_allclose(got, want, rtol=1e-6)
     nonzero = want != 0       # which zero ORT's Where hands back is its own choice
     assert (np.signbit(got) == np.signbit(want))[nonzero].all()
+
+
+BIT_KINDS = {"bitwise_and": N.bitwise_and, "bitwise_or": N.bitwise_or,
+             "bitwise_xor": N.bitwise_xor, "left_shift": N.left_shift,
+             "right_shift": N.right_shift, "invert": lambda a, b: N.invert(a),
+             "fmod": N.fmod}
+
+
+#: (kind, dtype): integers for all, booleans for the logical ones (NumPy shifts them
+#: as int8), floats for fmod too
+BIT_CASES = [(k, d) for k in sorted(BIT_KINDS)
+             for d in INTS + (np.dtype(np.uint8), np.dtype(np.uint32), np.dtype(np.bool_))
+             + FLOATS
+             if (d.kind != "f" or k == "fmod") and
+             not (d == np.bool_ and k in ("left_shift", "right_shift", "fmod"))]
+
+
+@pytest.mark.parametrize("kind, dtype", BIT_CASES)
+def test_bit_kinds_match_onnxruntime(kind, dtype):
+    """BitwiseAnd/Or/Xor/Not and BitShift (unsigned only in ONNX: signed values shift
+    as their bits, arithmetic to the right; amounts outside [0, bits) as NumPy's)."""
+    rng = np.random.default_rng(5)
+    if dtype.kind == "f":
+        A, B = rng.uniform(-9, 9, (3, 4)).astype(dtype), rng.uniform(-3, 3, 4).astype(dtype)
+    elif dtype == np.bool_:
+        A, B = rng.random((3, 4)) < 0.5, rng.random(4) < 0.5
+    else:
+        info = np.iinfo(dtype)
+        A = rng.integers(info.min, info.max, (3, 4), dtype=dtype, endpoint=True)
+        low = 0 if dtype.kind == "u" else -3
+        B = rng.integers(low, 70, 4).astype(dtype) if "shift" in kind else \
+            rng.integers(max(info.min, -9), 9, 4).astype(dtype)
+    a, b = N.var("a", A.shape, dtype), N.var("b", B.shape, dtype)
+    exe = graphc.compile([a, b], BIT_KINDS[kind](a, b))
+    with quiet():
+        want = exe.run(a=A, b=B)
+    (got,) = onnxruntime_run(to_onnx(exe), {"a": A, "b": B})
+    assert_matches(got, want, rtol=1e-6, what=f"{kind}({dtype})")

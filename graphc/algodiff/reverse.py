@@ -70,6 +70,7 @@ def backward(ns, root, targets, seed, parents_of, value_of):
     """
     order = _order(root, parents_of)
     target_ids = {id(t) for t in targets}
+    _refuse_complex_paths(order, target_ids, parents_of)
     relevant = set()  # float values that depend on a target
     for n in order:
         if is_float(n.dtype) and (id(n) in target_ids
@@ -101,6 +102,22 @@ def backward(ns, root, targets, seed, parents_of, value_of):
             if need and gp is not None:
                 pending.setdefault(id(p), []).append(_conform(ns, gp, p, n))
     return [found.get(id(t)) for t in targets]
+
+
+def _refuse_complex_paths(order, target_ids, parents_of):
+    """Gradients flow through real floats only: a complex value between a target and
+    the root (an FFT, ``eig``) would cut the path and leave a silent zero, so it is
+    an error naming that value."""
+    reached = set()
+    for n in order:
+        if n.dtype.kind in "fc" and (id(n) in target_ids or any(
+                id(p) in reached for p in parents_of(n))):
+            reached.add(id(n))
+            if n.dtype.kind == "c":
+                raise GraphError(f"grad: the loss depends on a variable through the complex "
+                                 f"value {getattr(n, 'label', lambda: n.op.kind)()} "
+                                 f"({n.op.kind}){_where(n)}; gradients through complex "
+                                 "values are not implemented yet")
 
 
 def _lazy_parents(node):

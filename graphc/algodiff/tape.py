@@ -197,7 +197,9 @@ def record(compute, op, parents):
     """
     values = [p.value if p.__class__ is Traced else p for p in parents]
     out = compute(op, values)
-    if not is_float(out.dtype):
+    # complex results stay on the tape only so that a gradient through one is refused
+    # (reverse.backward), not silently zero
+    if not is_float(out.dtype) and out.dtype.kind != "c":
         return out
     level = max(p.level for p in parents if p.__class__ is Traced)
     return Traced(out, op, tuple(parents), level)

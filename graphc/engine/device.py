@@ -37,7 +37,10 @@ from .cuda_codegen import elementwise_kernel, supported
 UNSUPPORTED = {"random_uniform": "draws on the host generator",
                "random_normal": "draws on the host generator",
                "random_bernoulli": "draws on the host generator",
-               "delay": "calls back into Python with host arrays"}
+               "random_draw": "draws on the host generator",
+               "delay": "calls back into Python with host arrays",
+               "loop": "runs its body as a graph compiled for the host",
+               "loop_part": "reads a loop's results, which live on the host"}
 
 
 class DeviceProgram(Program):

@@ -33,7 +33,9 @@ from typing import Callable
 
 import numpy as np
 
+from ..operator import fft_functions as _fft
 from ..operator.lazy import NS, Tensor
+from ..operator.linalg_functions import ATTRIBUTES as _LINALG, rebuild as _linalg
 from ..shape.axes import as_shape
 from ..shape.dtypes import as_dtype
 from ..symbol.constants import const_op as _const_op
@@ -188,6 +190,9 @@ def _table() -> dict[str, Rebuild]:
         "slice": Rebuild(("key",), _slice),
         "gather": Rebuild(("key",), _gather),
         "scatter": Rebuild(("key", "mode"), _scatter),
+        # every other Generator method: _rebuild takes only the known method names
+        "random_draw": Rebuild(("array_params", "dtype", "method", "params", "shape"),
+                               lambda ps, a: NS.random._rebuild(ps, a)),
         "take": Rebuild(("axis",), lambda ps, a: NS.take(*ps, axis=a["axis"])),
         "pad": Rebuild(("pad_width", "value"),
                        lambda ps, a: NS.pad(*ps, a["pad_width"], constant_values=a["value"])),
@@ -214,6 +219,10 @@ def _table() -> dict[str, Rebuild]:
         "lrn_backward": Rebuild(("alpha", "beta", "k", "size"),
                                 lambda ps, a: NS.lrn_backward(*ps, **a)),
     })
+    # numpy.linalg's factorisations and numpy.fft's transforms: their own makers
+    table.update({k: Rebuild(names, lambda ps, a, k=k: _linalg(NS, k, ps, a))
+                  for k, names in _LINALG.items()})
+    table["fft"] = Rebuild(_fft.ATTRIBUTES, lambda ps, a: _fft.rebuild(NS, ps, a))
     for name in ("sum", "prod", "max", "min", "mean", "any", "all"):
         table[name] = Rebuild(("axis", "keepdims"), lambda ps, a, f=getattr(NS, name): f(
             *ps, axis=a["axis"], keepdims=a["keepdims"]))

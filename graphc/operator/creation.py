@@ -12,37 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..type.errors import DTypeError
-
-
-class RandomFunctions:
-    """``N.random``: draws made afresh on every run from the graph's seedable
-    generator (``graphc.compile(..., seed=...)``), or at once in eager mode."""
-
-    def __init__(self, namespace):
-        self._ns = namespace
-
-    def uniform(self, low=0.0, high=1.0, size=(), dtype=None):
-        """Uniform draws in ``[low, high)``. Example: ``N.random.uniform(-1, 1, (3, 4))``"""
-        return self._draw("random_uniform", size, dtype, low=float(low), high=float(high))
-
-    def normal(self, loc=0.0, scale=1.0, size=(), dtype=None):
-        """Normal draws. Example: ``N.random.normal(0.0, 0.01, (784, 10))``"""
-        return self._draw("random_normal", size, dtype, loc=float(loc), scale=float(scale))
-
-    def bernoulli(self, p=0.5, size=(), dtype=None):
-        """1 with probability ``p``, else 0 (a dropout mask).
-        Example: ``N.random.bernoulli(0.9, (100, 1024))``"""
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"bernoulli: p must be in [0, 1], got {p}")
-        return self._draw("random_bernoulli", size, dtype, p=float(p))
-
-    def _draw(self, kind, size, dtype, **params):
-        ns = self._ns
-        dtype = ns._dtype(kind, dtype)
-        if dtype.kind != "f":
-            raise DTypeError(f"{kind}: random draws need a float dtype, got {dtype}")
-        return ns._op(kind, [], shape=ns._shape(kind, size), dtype=dtype, **params)
+from .random_functions import RandomFunctions  # noqa: F401  (N.random, re-exported)
 
 
 class CreationMixin:

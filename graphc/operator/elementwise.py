@@ -9,6 +9,8 @@ array([0., 2.])
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from ..shape.dtypes import probe_dtype
@@ -142,10 +144,24 @@ class ElementwiseMixin:
         return self._op("round", [x])
 
     def round(self, x, decimals: int = 0):
-        """Round half to even (``decimals=0`` only, as ``numpy.round``)."""
-        if decimals != 0:
-            raise ValueError("round: only decimals=0 is supported")
-        return self._op("round", [self._lift(x)])
+        """Round half to even to ``decimals`` places, by NumPy's steps (scale by a power
+        of ten, ``rint``, scale back), so the bits are NumPy's.
+
+        Example: ``N.round(x, 2)``
+        """
+        x = self._lift(x)
+        decimals = operator.index(decimals)
+        if decimals == 0 or (x.dtype.kind in "biu" and decimals > 0):
+            return self._op("round", [x])
+        if x.dtype.kind in "biu":        # to tens, hundreds, ...: in floats, then back
+            wide = self.astype(x, np.float64)
+            return self.astype(self.multiply(self._op("round", [
+                self.divide(wide, 10.0 ** -decimals)]), 10.0 ** -decimals), x.dtype)
+        if decimals > 0:
+            scale = 10.0 ** decimals
+            return self.divide(self._op("round", [self.multiply(x, scale)]), scale)
+        scale = 10.0 ** -decimals
+        return self.multiply(self._op("round", [self.divide(x, scale)]), scale)
 
     def isfinite(self, x):
         """True where ``x`` is neither infinite nor NaN: ``abs(x) < inf``."""
@@ -155,11 +171,68 @@ class ElementwiseMixin:
         return self.less(self.absolute(x), np.inf)
 
     def _logical_or_bitwise(self, kind, a, b):
+        """``&``, ``|``, ``^`` (``kind`` the logical one): the logical kind on booleans,
+        the bitwise kind on integers (and a bool with an integer), an error on floats."""
         a, b = self._lift_all(a, b)
-        if a.dtype != np.bool_ or b.dtype != np.bool_:
-            raise DTypeError(f"{kind}: only boolean operands are supported "
-                             f"(got {a.dtype} and {b.dtype}); bitwise integer ops are not")
-        return self._op(kind, [a, b])
+        if a.dtype == np.bool_ and b.dtype == np.bool_:
+            return self._op(kind, [a, b])
+        bitwise = _BITWISE_OF[kind]
+        if a.dtype.kind not in "biu" or b.dtype.kind not in "biu":
+            raise DTypeError(f"{bitwise}: expected integer or boolean operands, got "
+                             f"{a.dtype} and {b.dtype}")
+        return self._op(bitwise, [a, b])
+
+    def bitwise_and(self, a, b):
+        """Elementwise ``a & b`` of integers or booleans (logical ``and`` on booleans).
+
+        Example: ``N.bitwise_and(x, 0xFF)``
+        """
+        return self._logical_or_bitwise("logical_and", a, b)
+
+    def bitwise_or(self, a, b):
+        """Elementwise ``a | b`` of integers or booleans.
+
+        Example: ``N.bitwise_or(flags, 4)``
+        """
+        return self._logical_or_bitwise("logical_or", a, b)
+
+    def bitwise_xor(self, a, b):
+        """Elementwise ``a ^ b`` of integers or booleans.
+
+        Example: ``N.bitwise_xor(x, y)``
+        """
+        return self._logical_or_bitwise("logical_xor", a, b)
+
+    def invert(self, x):
+        """Elementwise ``~x``: the bits of integers flipped, ``not`` of booleans.
+
+        Example: ``N.invert(mask)``
+        """
+        x = self._lift(x)
+        if x.dtype == np.bool_:
+            return self._op("logical_not", [x])
+        if x.dtype.kind not in "iu":
+            raise DTypeError(f"invert: expected an integer or boolean array, got {x.dtype}")
+        return self._op("invert", [x])
+
+    bitwise_not = invert
+    bitwise_invert = invert
+
+    def frexp(self, x):
+        """``(mantissa, exponent)`` with ``x == mantissa * 2**exponent`` and
+        ``0.5 <= |mantissa| < 1`` (0 for 0); the exponent is int32.
+
+        Example: ``m, e = N.frexp(x)``
+        """
+        x = self._lift(x)
+        if x.dtype.kind not in "biuf":
+            raise DTypeError(f"frexp: expected a real array, got {x.dtype}")
+        return self._op("frexp_mantissa", [x]), self._op("frexp_exponent", [x])
+
+
+#: the logical kind behind ``&``, ``|``, ``^`` -> the bitwise kind for integers
+_BITWISE_OF = {"logical_and": "bitwise_and", "logical_or": "bitwise_or",
+               "logical_xor": "bitwise_xor"}
 
 
 def _scalar(v):

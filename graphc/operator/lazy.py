@@ -170,11 +170,7 @@ class Tensor(Node):
     def __rshift__(self, o): return NS.right_shift(self, o)
     def __rrshift__(self, o): return NS.right_shift(o, self)
 
-    def __invert__(self):
-        if self.dtype != np.bool_:
-            raise locate(DTypeError(f"invert: only boolean arrays are supported, got "
-                                    f"{self.dtype}"))
-        return NS.logical_not(self)
+    def __invert__(self): return NS.invert(self)
 
     def __getitem__(self, key): return NS.getitem(self, key)
 

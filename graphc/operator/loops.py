@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..type.errors import DTypeError, GraphError, ShapeError
+from ..type.errors import GraphError, ShapeError
 
 
 # -- nested tuples, lists and dicts of arrays ("pytrees") -----------------------------
@@ -160,19 +160,8 @@ class LoopMixin:
         if len(new) != len(init):
             raise ShapeError(f"{name}: the body returned {len(new)} carried values for "
                              f"{len(init)} given")
-        checked = []
-        for k, (a, b) in enumerate(zip(init, new)):
-            b = self._lift(b, like=a)
-            if tuple(b.shape) != tuple(a.shape):
-                raise ShapeError(f"{name}: carried value {k} has shape {a.shape} but the body "
-                                 f"returned shape {b.shape}; a loop keeps every shape")
-            if b.dtype != a.dtype:
-                if not np.can_cast(b.dtype, a.dtype, "same_kind"):
-                    raise DTypeError(f"{name}: carried value {k} has dtype {a.dtype} but the "
-                                     f"body returned {b.dtype}")
-                b = self.astype(b, a.dtype)
-            checked.append(b)
-        return checked
+        return [self._in_place(name, a, self._lift(b, like=a), f"carried value {k}")
+                for k, (a, b) in enumerate(zip(init, new))]
 
     def _loop(self, name, step, init, xs, length, start=0, reverse=False, cond=None):
         raise NotImplementedError

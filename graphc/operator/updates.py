@@ -48,15 +48,20 @@ class UpdateMixin:
             values = self.reshape(values, values.shape[extra:])
         return self._op("scatter", [x, values] + arrays, key=encoded, mode=mode)
 
-    def _in_place(self, opname, x, new):
+    def _in_place(self, opname, x, new, what=None):
         """``new`` as the value an in-place operation on ``x`` leaves (NumPy's
-        ``x += v``): ``x``'s shape, cast to ``x``'s dtype under ``same_kind``."""
+        ``x += v``): ``x``'s shape, cast to ``x``'s dtype under ``same_kind``. ``what``
+        names the value in the errors (a loop's carried value) instead of NumPy's words."""
         if tuple(new.shape) != tuple(x.shape):
-            raise ShapeError(f"{opname}: non-broadcastable output operand with shape {x.shape} "
+            raise ShapeError(f"{opname}: {what} has shape {x.shape} but the body returned "
+                             f"shape {new.shape}; a loop keeps every shape" if what else
+                             f"{opname}: non-broadcastable output operand with shape {x.shape} "
                              f"doesn't match the broadcast shape {new.shape}")
         if new.dtype != x.dtype:
             if not np.can_cast(new.dtype, x.dtype, "same_kind"):
-                raise DTypeError(f"{opname}: cannot cast the result of dtype {new.dtype} to "
+                raise DTypeError(f"{opname}: {what} has dtype {x.dtype} but the body returned "
+                                 f"{new.dtype}" if what else
+                                 f"{opname}: cannot cast the result of dtype {new.dtype} to "
                                  f"the array's dtype {x.dtype} with casting rule 'same_kind'")
             new = self.astype(new, x.dtype)
         return new

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from ..algodiff.rules import delay_grad
 from ..engine import cpu_kernels as kernels
+from ..engine import random_kernels
 from ..onnx import export_shape as onnx
 from ..shape import rules as shapes
+from ..operator.random_functions import DRAW_METHODS
 from .definition import LEAF, NO_GRADIENT, OpDef, Refused, define
 
 _RANDOM = Refused("a random draw, redrawn on every run; ONNX export covers deterministic "
@@ -39,6 +41,10 @@ define(
                 "random.normal"),
     random_draw("random_bernoulli", "numpy.random.Generator.random", kernels.random_bernoulli,
                 "random.bernoulli"),
+    # every other Generator method: the kernel calls the method the op names
+    OpDef("random_draw", "random", None, "numpy.random.Generator", stateful=True,
+          shape=shapes.declared, kernel=random_kernels.random_draw, grad=NO_GRADIENT,
+          onnx=_RANDOM, names=tuple(f"random.{name}" for name in sorted(DRAW_METHODS))),
     # a Python callback: it may raise, and it has no gradient or ONNX form
     OpDef("delay", "delay", None, None, stateful=True, fallible=True, shape=shapes.delay,
           kernel=kernels.delay, grad=delay_grad,

@@ -19,6 +19,8 @@ the exponent is 0; ``hypot`` gives none at the origin.
 """
 from __future__ import annotations
 
+import numpy as np
+
 import math
 
 from ..algodiff.elementwise import binary_rule, fused_rule, unary_rule
@@ -213,8 +215,11 @@ define(
           grad=lambda ns, op, x, y, g: ns.multiply(
               g, ns.multiply(ns.exp(ns.negative(ns.square(x))), _TWO_OVER_SQRT_PI)),
           onnx="Erf"),
-    # scipy.special.expit's formula: 1 / (1 + exp(-x)) in the input's precision
+    # scipy.special.expit's formula: 1 / (1 + exp(-x)) in the input's precision (float16
+    # too, where scipy has no loop of its own and would promote)
     unary("sigmoid", reference="scipy.special.expit", kernel=kernels.sigmoid,
+          shape=lambda op, parents: (shapes.unary(op, parents)[0], parents[0].dtype)
+          if parents[0].dtype == np.float16 else shapes.unary(op, parents),
           expr={"f": "({T})1 / (({T})1 + exp{m}(-{0}))"},
           numba={"f": "{T}(1) / ({T}(1) + graphc_exp_{S}(-{0}))"},
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.multiply(y, ns.subtract(1.0, y))),
@@ -393,3 +398,6 @@ define(
 )
 
 __all__ = ["unary", "binary", "math_function"]
+
+# the integer-bit and float-representation kinds, made by the makers above
+from . import elementwise_bits  # noqa: E402,F401

@@ -163,68 +163,34 @@ def _integer_input(ctx, i=0):
 
 @converter("BitShift", attrs={"direction": REQUIRED})
 def bit_shift(ctx):
-    """X shifted by Y bits, as multiplications and floor divisions by powers of two
-    (graphc has no shift kind): a left shift wraps like C's on the unsigned bits, a
-    right shift of a signed X is arithmetic, and a shift outside [0, bits) leaves only
-    the sign extension (-1 for a right shift of a negative X, else 0)."""
+    """X shifted by Y bits (graphc's ``left_shift``/``right_shift`` kinds): a shift
+    outside [0, bits) gives 0, as NumPy's (ONNX leaves it unspecified)."""
     ns, x, shift = ctx.ns, _integer_input(ctx, 0), _integer_input(ctx, 1)
     direction = ctx.attr("direction")
     if direction not in ("LEFT", "RIGHT"):
         raise ctx.invalid(f"attribute direction={direction!r} must be 'LEFT' or 'RIGHT'")
+    shifted = (ns.left_shift if direction == "LEFT" else ns.right_shift)(x, shift)
     dtype = np.dtype(ctx.dtype(0))
-    bits = np.iinfo(dtype).bits
-    valid = ns.logical_and(ns.greater_equal(shift, 0), ns.less(shift, bits))
-    shift = ns.where(valid, shift, ns.zeros_like(shift))
-
-    def power_of_two(n):  # 2**n in X's dtype; 2**(bits-1) wraps to the sign bit alone
-        return ns.power(ns.full(ctx.shape(1), 2, dtype), ns.astype(n, dtype))
-
-    if direction == "LEFT":
-        shifted = ns.multiply(x, power_of_two(shift))
-        return ns.where(valid, shifted, ns.zeros_like(shifted))
-    # floor(x / 2**n) in two steps, so that no divisor reaches the sign bit
-    half = ns.floor_divide(shift, 2)
-    shifted = ns.floor_divide(ns.floor_divide(x, power_of_two(half)),
-                              power_of_two(ns.subtract(shift, half)))
-    fill = ns.where(ns.less(x, 0), ns.full(ctx.shape(0), -1, dtype), ns.zeros_like(x)) \
-        if dtype.kind == "i" else ns.zeros_like(x)
-    return ns.where(valid, shifted, fill)
+    return shifted if shifted.dtype == dtype else ns.astype(shifted, dtype)
 
 
 @converter("BitwiseNot")
 def bitwise_not(ctx):
-    """~X: -X - 1 for signed X (two's complement), max - X for unsigned."""
-    ns, x = ctx.ns, _integer_input(ctx)
-    dtype = np.dtype(ctx.dtype(0))
-    if dtype.kind == "i":
-        return ns.subtract(ns.negative(x), ns.ones_like(x))
-    return ns.subtract(ns.full(ctx.shape(0), np.iinfo(dtype).max, dtype), x)
+    """~X (graphc's ``invert`` kind)."""
+    return ctx.ns.invert(_integer_input(ctx))
 
 
-def _bits(ns, x, unsigned, powers):
-    """The bits of ``x`` (as ``unsigned``, two's complement), least significant first,
-    along a new last axis."""
-    return ns.remainder(ns.floor_divide(ns.expand_dims(ns.astype(x, unsigned), -1), powers), 2)
-
-
-def _bitwise(combine):
-    """A converter of a bitwise operator computed on the bit planes of its operands
-    (graphc has no bitwise kind for integers): ``combine`` maps two 0/1 planes to one."""
+def _bitwise(function_name):
+    """A converter of a bitwise operator: graphc's kind of the same name."""
     def convert(ctx):
-        ns, a, b = ctx.ns, _integer_input(ctx, 0), _integer_input(ctx, 1)
-        dtype = np.dtype(ctx.dtype(0))
-        unsigned = np.dtype(f"u{dtype.itemsize}")
-        powers = np.left_shift(np.ones(1, unsigned), np.arange(dtype.itemsize * 8,
-                                                               dtype=unsigned))
-        planes = combine(ns, _bits(ns, a, unsigned, powers), _bits(ns, b, unsigned, powers))
-        value = ns.astype(ns.sum(ns.multiply(planes, powers), axis=-1), unsigned)
-        return ns.astype(value, dtype)
+        a, b = _integer_input(ctx, 0), _integer_input(ctx, 1)
+        return getattr(ctx.ns, function_name)(a, b)
     return convert
 
 
-converter("BitwiseAnd")(_bitwise(lambda ns, p, q: ns.multiply(p, q)))
-converter("BitwiseOr")(_bitwise(lambda ns, p, q: ns.maximum(p, q)))
-converter("BitwiseXor")(_bitwise(lambda ns, p, q: ns.remainder(ns.add(p, q), 2)))
+converter("BitwiseAnd")(_bitwise("bitwise_and"))
+converter("BitwiseOr")(_bitwise("bitwise_or"))
+converter("BitwiseXor")(_bitwise("bitwise_xor"))
 
 
 # -- casts ----------------------------------------------------------------------------------
