@@ -148,7 +148,7 @@ class LoopMixin:
         carried values keep their shapes and dtypes (JAX's ``while_loop``). It has no
         gradient (the number of steps depends on the values).
 
-        Example: ``n, x = N.while_loop(lambda s: s[1] > 1.0, lambda s: (s[0] + 1, s[1] / 2), (0, x))``
+        Example: ``n, x = N.while_loop(lambda s: s[1] > 1, lambda s: (s[0] + 1, s[1] / 2), (0, x))``
         """
         step = (lambda i, carry, x: (body_fun(carry), ()))
         carry, _ = self._loop("while_loop", step, init_val, (), None, cond=cond_fun)

@@ -149,7 +149,8 @@ class SizedMixin:
         return results[0] if len(results) == 1 else tuple(results)
 
     def unique_values(self, x, *, size=None, fill_value=None):
-        """The array API's unique values (NaNs kept apart). Example: ``N.unique_values(x, size=5)``"""
+        """The array API's unique values (NaNs kept apart), sorted (NumPy's come in no
+        promised order). Example: ``N.unique_values(x, size=5)``"""
         return self.unique(x, equal_nan=False, size=size, fill_value=fill_value)
 
     def unique_counts(self, x, *, size=None, fill_value=None):
