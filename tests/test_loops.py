@@ -127,3 +127,17 @@ def test_bad_loops_are_refused_while_building():
                                          r"implemented"):
         N.grad(N.sum(N.fori_loop(0, 2, lambda i, v: v * v, x)), [x])
     assert E.fori_loop(0, 0, lambda i, v: v * 2, np.ones(2))[0] == 1.0
+
+
+def test_a_body_that_writes_into_its_carry_as_numpy_code_does():
+    def body(i, u):
+        u[1:-1] = 0.5 * (u[:-2] + u[2:])
+        u += 1.0
+        return u
+
+    def python(u):
+        for _ in range(4):
+            body(None, u)
+        return u
+    check_op(lambda M, u: M.fori_loop(0, 4, body, u if M is N else u.copy()),
+             lambda u: python(u.copy()), np.arange(7, dtype=F32))

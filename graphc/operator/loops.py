@@ -211,6 +211,11 @@ def close_over(outputs, placeholders, make_var):
         outer_vars
 
 
+def _declared(placeholders):
+    return [p.declared if p.op.kind != "var" and p.declared is not None else p
+            for p in placeholders]
+
+
 def build_loop(ns, name, step, init, xs, length, start=0, reverse=False, cond=None):
     """A ``loop`` node (and ``loop_part`` nodes) for :meth:`LoopMixin._loop` in graph
     mode; returns ``(carry, ys)`` in the trees of the body's results."""
@@ -222,6 +227,10 @@ def build_loop(ns, name, step, init, xs, length, start=0, reverse=False, cond=No
     slices = [ns.variable(f"x{k}", v.shape[1:], v.dtype) for k, v in enumerate(x_leaves)]
     index = ns.variable("index", (), np.int64)
     new, ys = step(index, unflatten(carry_tree, carries), unflatten(x_tree, slices))
+    # a body that wrote into its arguments (u[1:-1] = ..., u += ...) made those objects
+    # denote its new values: the variables are what they were declared as
+    carries, slices = _declared(carries), _declared(slices)
+    (index,) = _declared([index])
     new_leaves, new_tree = flatten(new)
     if new_tree != carry_tree:
         raise ShapeError(f"{name}: the body must return the carried values in the structure "
