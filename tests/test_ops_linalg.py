@@ -211,3 +211,22 @@ def test_linalg_result_dtypes_follow_numpy(data, da, db):
              lambda x, y: np.einsum("ij,jk->ik", x, y), a, b, **_tolerance(a, b))
     check_op(lambda M, x, y: M.tensordot(x, y, axes=1), lambda x, y: np.tensordot(x, y, 1),
              a, b, **_tolerance(a, b))
+
+
+@pytest.mark.parametrize("subscripts,shapes", [
+    ("ij->ji", [(3, 4)]), ("ij->", [(3, 4)]), ("ijk->ik", [(2, 3, 4)]),
+    ("ij,ijk,j->ik", [(3, 4), (3, 4, 2), (4,)]),
+    ("ab,bc,cd,de->ae", [(2, 3), (3, 4), (4, 5), (5, 2)]),
+    ("i,i,i", [(4,), (4,), (4,)])])
+def test_einsum_of_one_or_many_operands_matches_numpy(subscripts, shapes):
+    rng = np.random.default_rng(len(subscripts))
+    arrays = [rng.standard_normal(s) for s in shapes]
+    check_op(lambda M, *xs: M.einsum(subscripts, *xs),
+             lambda *xs: np.einsum(subscripts, *xs), *arrays, rtol=1e-12, atol=1e-12)
+
+
+def test_einsum_that_does_not_fit_its_operands_names_them():
+    with pytest.raises(graphc.ShapeError, match=r"einsum: 'ij,jk,kl->il' does not fit 1 "):
+        N.einsum("ij,jk,kl->il", N.var("a", (2, 3)))
+    with pytest.raises(graphc.ShapeError, match=r"einsum: 'ij,jk,kl->il' on shapes"):
+        N.einsum("ij,jk,kl->il", N.var("a", (2, 3)), N.var("b", (3, 4)), N.var("c", (5, 2)))

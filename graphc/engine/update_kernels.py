@@ -18,11 +18,10 @@ import numpy as np
 
 from ..shape.indexing import decode_basic, decode_with_arrays
 
-#: mode -> the NumPy ufunc combining old and new values (``set`` writes the new ones)
+#: mode -> the NumPy ufunc combining old and new values (``set`` writes the new ones);
+#: the modes are the operator layer's ``updates.MODES``
 UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,
           "divide": np.divide, "power": np.power, "min": np.minimum, "max": np.maximum}
-#: every mode, in the order ``.at[...]`` lists them
-MODES = ("set",) + tuple(UFUNCS)
 
 
 def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:

@@ -50,6 +50,12 @@ def _target(namespace, func):
     return target, f"{qualified}{func.__name__}"
 
 
+def _at_default(key, value) -> bool:
+    """Whether NumPy's keyword ``key`` is at its usual value (an array never is)."""
+    default = _DEFAULTS.get(key, _DEFAULTS)
+    return value is default or isinstance(value, str) and value == default
+
+
 def _accepted(function, kwargs: dict) -> dict:
     """``kwargs`` less the NumPy defaults ``function`` does not take."""
     try:
@@ -58,9 +64,7 @@ def _accepted(function, kwargs: dict) -> dict:
         return kwargs
     if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
         return kwargs
-    return {k: v for k, v in kwargs.items()
-            if k in parameters or k not in _DEFAULTS or v is not _DEFAULTS[k]
-            and v != _DEFAULTS[k]}
+    return {k: v for k, v in kwargs.items() if k in parameters or not _at_default(k, v)}
 
 
 def numpy_function(namespace, func, args, kwargs):

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..symbol.traverse import topological_order
 from ..type.errors import GraphError, ShapeError
+from ..type.kinds import KINDS
 
 
 # -- nested tuples, lists and dicts of arrays ("pytrees") -----------------------------
@@ -85,8 +87,6 @@ class LoopBody:
 
     @property
     def stateful(self) -> bool:
-        from ..type.kinds import KINDS   # a node of the body draws at random
-        from ..symbol.traverse import topological_order
         return any(KINDS[n.op.kind].stateful for n in topological_order(
             list(self.new_carries) + list(self.ys)))
 
@@ -181,8 +181,6 @@ def close_over(outputs, placeholders, make_var):
     """The body graph of ``outputs`` on ``placeholders``: every value it reads from
     outside (one that depends on no placeholder and draws nothing at random) becomes
     a new variable; returns ``(outputs, outside values, their variables)``."""
-    from ..symbol.traverse import topological_order
-    from ..type.kinds import KINDS
     order = topological_order(list(outputs))
     inside = {id(p) for p in placeholders}
     for n in order:
@@ -246,7 +244,6 @@ def build_loop(ns, name, step, init, xs, length, start=0, reverse=False, cond=No
         check_condition(name, first)
     body_outputs, outer, outer_vars = close_over(new_leaves + y_leaves,
                                                  [index] + carries + slices, ns.variable)
-    from ..symbol.traverse import topological_order
     uses_index = any(n is index for n in topological_order(body_outputs))
     results = [(v.shape, v.dtype) for v in init_leaves]
     if cond is None:

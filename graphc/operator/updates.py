@@ -87,7 +87,10 @@ class UpdateMixin:
             raise ValueError(f"put: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
         v = self.ravel(self._lift(v, like=a))
         if v.size == 0:
-            return None if ind.size == 0 else _empty_values("put")
+            if ind.size:
+                raise ValueError("put: cannot write from empty values into a non-empty "
+                                 "selection")
+            return
         if v.size != ind.size:
             v = _repeat_to(self, v, ind.size)
         flat = self._updated(self.ravel(a), (ind,), v, opname="put")
@@ -178,10 +181,6 @@ class UpdateMixin:
             val = _repeat_to(self, val, cells.size)
         flat = self._updated(self.ravel(x), (self._constant(cells),), val, opname="fill_diagonal")
         self._assign("fill_diagonal", a, self.reshape(flat, x.shape))
-
-
-def _empty_values(opname):
-    raise ValueError(f"{opname}: cannot write from empty values into a non-empty selection")
 
 
 def _cells_rank(encoded, arrays, ndim) -> int:
