@@ -31,10 +31,27 @@ class Namespaces:
     Example: ``Namespaces(ImportBudget(ImportLimits()))``
     """
 
-    def __init__(self, budget: ImportBudget):
+    def __init__(self, budget: ImportBudget, formats: Optional[dict] = None):
         self.budget = budget
         self.folding = FoldingNamespace(budget)
         self.graph = GraphNamespace(budget)
+        #: value name -> the narrow format of its ONNX type (:mod:`graphc.onnx.formats`)
+        self.formats = dict(formats or {})
+
+    def typed(self, names: Sequence[str], values: Sequence) -> list:
+        """``values`` as the type checker must see them: a value of a narrow format
+        (held in its compute dtype) stands for its format's dtype."""
+        return [_Typed(self.formats[name]) if name in self.formats and value is not None
+                else value for name, value in zip(names, values)]
+
+
+class _Typed:
+    """A value's element type alone: what the type checker reads of a narrow value."""
+
+    def __init__(self, fmt: str):
+        from ..type.formats import NARROW_FORMATS
+
+        self.dtype = NARROW_FORMATS[fmt].storage_dtype()
 
 
 class NodeContext:
@@ -108,6 +125,13 @@ class NodeContext:
                                "while importing (graphc graphs have static shapes), but it is "
                                "computed at run time (it was too large to compute while "
                                "importing: see fold_limit_bytes of graphc.onnx.load)")
+
+    def format(self, i: int) -> Optional[str]:
+        """The narrow format of input ``i``'s ONNX type (``"bfloat16"``, ``"int4"``, ...:
+        :mod:`graphc.type.formats`), held in its compute dtype; ``None`` for a type
+        NumPy holds natively."""
+        names = list(self.node.input)
+        return self.namespaces.formats.get(names[i]) if i < len(names) else None
 
     def shape(self, i: int) -> tuple:
         return tuple(np.shape(self.input(i)))

@@ -101,7 +101,7 @@ def _convert(node, index, opset, env, namespaces, where) -> dict:
                                  "topologically sorted?)")
         else:
             inputs.append(env[name])
-    wrong = problem(node, opset, inputs)
+    wrong = problem(node, opset, namespaces.typed(node.input, inputs))
     if wrong is not None:
         raise OnnxModelError(f"{where}: {wrong}")
     ctx = NodeContext(node, opset, inputs, attrs, spec, namespaces, index=index)

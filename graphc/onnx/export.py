@@ -320,7 +320,9 @@ def to_onnx(graph, inputs=None, *, values: Optional[Mapping[str, np.ndarray]] = 
     model = helper.make_model(
         helper.make_graph(ctx.nodes, name, graph_inputs, graph_outputs, ctx.initializers),
         opset_imports=[helper.make_opsetid("", opset)], producer_name="graphc",
-        ir_version=IR_VERSION)
+        # a newer opset (asked for by the caller) needs the IR version that has it
+        ir_version=max(IR_VERSION, helper.find_min_ir_version_for(
+            [helper.make_opsetid("", opset)])))
     if check:
         onnx.checker.check_model(model, full_check=True)
     return model

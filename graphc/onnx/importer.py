@@ -28,6 +28,7 @@ from .context import Namespaces
 from .convert import DEFAULT_DOMAINS, convert_node, is_folded_result, message_of
 from .errors import OnnxModelError, OnnxUnsupported, describe
 from .fold_bn import consumers_of, fold_into_conv
+from .formats import value_formats
 from .limits import ImportBudget, ImportLimits
 from .tensors import onnx_dtype, to_array
 from .typecheck import problem
@@ -87,7 +88,9 @@ class _Import:
     def __init__(self, model, limits: ImportLimits):
         self.model, self.opset = model, model_opset(model)
         self.budget = ImportBudget(limits)
-        self.namespaces = Namespaces(self.budget)
+        #: value name -> narrow format: such values are held rounded to it
+        self.formats = value_formats(model)
+        self.namespaces = Namespaces(self.budget, self.formats)
         self.env: dict[str, object] = {}
         #: name -> bytes of a folded value the budget counts as held
         self.held: dict[str, int] = {}
@@ -149,7 +152,8 @@ class _Import:
                                      "dimensions must be non-negative integers")
             self.budget.value(shape, dtype, f"input {info.name!r}")
             var = self.namespaces.graph.var(info.name, tuple(int(d) for d in shape), dtype)
-            self.env[info.name] = var
+            # a feed in the compute dtype is rounded as a Cast to the format would round it
+            self.env[info.name] = self._rounded(info.name, var)
             variables.append(var)
         return variables
 
@@ -182,10 +186,24 @@ class _Import:
             if is_folded_result(node, value, inputs):
                 self.held[name] = value.nbytes
                 self.budget.hold(value.nbytes)
+            value = self._rounded(name, value)
             if isinstance(value, np.ndarray):
                 value = _read_only(value)
             self.env[name] = value
             self.producer[name] = (node, index)
+
+    def _rounded(self, name: str, value):
+        """``value`` rounded to the narrow format of ``name``'s ONNX type, if it has one
+        and ``value`` is not a rounding to it already. Rounding a value of the format
+        changes nothing (no saturation, infinities and NaN kept), so a converter that
+        rounds by its own rules (a Cast's ``saturate``) keeps its result."""
+        fmt = self.formats.get(name)
+        if fmt is None or (not isinstance(value, np.ndarray) and value.op.kind ==
+                           "round_to_format" and value.op["format"] == fmt):
+            return value
+        ns = self.namespaces.folding if isinstance(value, np.ndarray) else \
+            self.namespaces.graph
+        return ns.round_to_format(value, fmt, saturate=False, rounding="nearest")
 
     def _drop(self, name: str) -> None:
         """No node reads ``name`` any more: the import lets it go."""

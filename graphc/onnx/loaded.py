@@ -22,7 +22,9 @@ from typing import Mapping, Optional
 import numpy as np
 
 from ..type.errors import InputError
+from ..type.formats import NARROW_FORMATS, is_narrow
 from .errors import NeedsInputValue, OnnxModelError
+from .formats import declared_formats
 from .importer import declared_shape, graph_inputs, import_graph, missing_shapes
 from .limits import ImportLimits, size_text
 
@@ -53,6 +55,9 @@ class OnnxGraph:
         self.limits = limits or ImportLimits()
         self.input_names = [v.name for v in graph_inputs(model.graph)]
         self.output_names = [v.name for v in model.graph.output]
+        #: inputs and outputs of a narrow type (bfloat16, float8, ...): name -> format
+        self._input_formats = declared_formats(graph_inputs(model.graph))
+        self._output_formats = declared_formats(model.graph.output)
         if input_shapes is not None and not isinstance(input_shapes, Mapping):
             raise InputError(f"onnx.load: input_shapes must map input names to shapes, got "
                              f"{type(input_shapes).__name__}")
@@ -154,8 +159,23 @@ class OnnxGraph:
                              f"{self.input_names}")
         self._last = self._compile({n: self._shape_for(n, feeds[n]) for n in self.input_names},
                                    feeds)
-        result = self._last.run({n: v for n, v in feeds.items() if n not in self._value_inputs})
-        return list(result) if isinstance(result, (list, tuple)) else [result]
+        result = self._last.run({n: self._computed(n, v) for n, v in feeds.items()
+                                 if n not in self._value_inputs})
+        result = list(result) if isinstance(result, (list, tuple)) else [result]
+        return [self._stored(n, v) for n, v in zip(self.output_names, result)]
+
+    def _computed(self, name: str, value):
+        """A feed of a narrow format's ``ml_dtypes`` dtype in its compute dtype (exact)."""
+        fmt = self._input_formats.get(name)
+        if fmt is not None and is_narrow(getattr(value, "dtype", None)):
+            return np.asarray(value).astype(NARROW_FORMATS[fmt].compute_dtype)
+        return value
+
+    def _stored(self, name: str, value):
+        """An output of a narrow type as its format's ``ml_dtypes`` dtype (exact: the
+        graph holds it rounded to the format)."""
+        fmt = self._output_formats.get(name)
+        return value if fmt is None else value.astype(NARROW_FORMATS[fmt].storage_dtype())
 
     def __repr__(self) -> str:
         return (f"OnnxGraph(inputs={self.input_names}, outputs={self.output_names}, "

@@ -8,31 +8,50 @@ True
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
+from ..type.formats import NARROW_FORMATS
 from .errors import OnnxModelError, OnnxUnsupported
 
 
 def onnx_dtype(elem_type: int, where: str = "tensor") -> np.dtype:
-    """The NumPy dtype of ONNX element type ``elem_type``; an error for types NumPy
-    cannot hold natively (strings, bfloat16, float8, 4-bit ints)."""
+    """The NumPy dtype graphc computes ONNX element type ``elem_type`` in: its own, or
+    for a narrow format (bfloat16, float8, float4, 2- and 4-bit ints) the format's
+    compute dtype (:mod:`graphc.type.formats`); an error for strings."""
     import onnx
 
+    fmt = onnx_format(elem_type)
+    if fmt is not None:
+        return NARROW_FORMATS[fmt].compute_dtype
     try:
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     except (KeyError, ValueError, TypeError):
         raise OnnxUnsupported(f"{where}: ONNX element type {elem_type} is not supported") from None
-    name = onnx.TensorProto.DataType.Name(elem_type)
-    if dtype.kind not in "biufc" or name in _NOT_NATIVE:
+    if dtype.kind not in "biufc":
+        name = onnx.TensorProto.DataType.Name(elem_type)
         raise OnnxUnsupported(f"{where}: ONNX element type {name} is not supported "
-                              "(graphc computes on NumPy's boolean, integer, float and complex "
-                              "types)")
+                              "(graphc computes on booleans, integers, floats, complex "
+                              "numbers and the narrow formats of graphc.type.formats)")
     return dtype
 
 
-# element types that onnx maps onto a NumPy stand-in with other semantics
-_NOT_NATIVE = {"BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
-               "UINT4", "INT4", "FLOAT4E2M1", "FLOAT8E8M0", "UINT2", "INT2", "STRING"}
+def onnx_format(elem_type: int) -> Optional[str]:
+    """The narrow format (its ``graphc.type.formats`` name) of ONNX element type
+    ``elem_type``, or ``None`` for a type NumPy holds natively.
+
+    >>> import onnx
+    >>> onnx_format(onnx.TensorProto.BFLOAT16), onnx_format(onnx.TensorProto.FLOAT)
+    ('bfloat16', None)
+    """
+    return _FORMAT_OF_ELEM_TYPE.get(int(elem_type))
+
+
+#: ONNX element type -> the narrow format graphc holds it as (ONNX's numbering)
+_FORMAT_OF_ELEM_TYPE = {16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz",
+                        19: "float8_e5m2", 20: "float8_e5m2fnuz", 21: "uint4", 22: "int4",
+                        23: "float4_e2m1fn", 24: "float8_e8m0fnu", 25: "uint2", 26: "int2"}
 
 
 def numpy_to_onnx_dtype(dtype) -> int:
@@ -51,9 +70,12 @@ def to_array(tensor) -> np.ndarray:
         raise OnnxUnsupported(f"tensor {tensor.name!r} keeps its data in an external file; "
                               "load the model with onnx.load(path) (which reads it) first")
     try:
-        return onnx.numpy_helper.to_array(tensor)
+        array = onnx.numpy_helper.to_array(tensor)
     except Exception as exc:  # a truncated or inconsistent raw_data
         raise OnnxModelError(f"tensor {tensor.name!r} cannot be read: {exc}") from None
+    fmt = onnx_format(tensor.data_type)
+    # a narrow format's values are exact in its compute dtype
+    return array if fmt is None else array.astype(NARROW_FORMATS[fmt].compute_dtype)
 
 
 def attribute_value(attribute, where: str):

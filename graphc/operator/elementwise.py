@@ -143,6 +143,31 @@ class ElementwiseMixin:
             x = self.astype(x, np.rint(np.ones(1, x.dtype)).dtype)
         return self._op("round", [x])
 
+    def round_to_format(self, x, format: str, saturate: bool = True, rounding: str = "up"):
+        """``x`` rounded to a narrow number format (``"bfloat16"``, ``"float8_e4m3fn"``,
+        ``"float8_e4m3fnuz"``, ``"float8_e5m2"``, ``"float8_e5m2fnuz"``,
+        ``"float4_e2m1fn"``, ``"float8_e8m0fnu"``, ``"int4"``, ``"uint4"``, ``"int2"``,
+        ``"uint2"``: :data:`graphc.type.formats.NARROW_FORMATS`) and held in the format's
+        compute dtype (float32, int8 or uint8), where every value of the format is exact:
+        a cast to the format and back, or fake quantization. Floats round to nearest,
+        ties to even, as ``ml_dtypes``' casts do; the integers truncate toward zero and
+        wrap. ``saturate`` clips to the float8 formats' finite range first (otherwise
+        values beyond it become infinity or NaN); ``rounding`` (``"up"``, ``"down"`` or
+        ``"nearest"``) says how float8_e8m0fnu, which holds only powers of two, rounds.
+        The gradient passes unchanged (straight through).
+
+        Example: ``N.round_to_format(x, "bfloat16")``
+        """
+        from ..type.formats import E8M0_ROUNDINGS, narrow_format
+
+        x = self._lift(x)
+        fmt = narrow_format(format)
+        if rounding not in E8M0_ROUNDINGS:
+            raise ValueError(f"round_to_format: rounding must be one of {E8M0_ROUNDINGS}, "
+                             f"got {rounding!r}")
+        return self._op("round_to_format", [x], format=fmt.name, saturate=bool(saturate),
+                        rounding=rounding)
+
     def round(self, x, decimals: int = 0):
         """Round half to even to ``decimals`` places, by NumPy's steps (scale by a power
         of ten, ``rint``, scale back), so the bits are NumPy's.

@@ -12,7 +12,7 @@ serves).
 >>> set(DEFINITIONS) == set(KINDS)
 True
 """
-from . import (control, creation, elementwise, linalg, neural, reductions,  # noqa: F401
+from . import (control, creation, elementwise, formats, linalg, neural, reductions,  # noqa: F401
                shaping, sorting)
 from .definition import DEFINITIONS, LEAF, NO_GRADIENT, OpDef, Refused, define
 

@@ -46,6 +46,15 @@ def astype(op, parents):
     return parents[0].shape, op["dtype"]
 
 
+def to_format(op, parents):
+    """``round_to_format``: the input's shape, the format's compute dtype; real inputs."""
+    from ..type.formats import narrow_format
+
+    if parents[0].dtype.kind not in "biuf":
+        raise DTypeError(f"round_to_format: expected a real array, got {parents[0].dtype}")
+    return parents[0].shape, narrow_format(op["format"]).compute_dtype
+
+
 def clip(op, parents):
     return parents[0].shape, probe_dtype("clip", _dtypes(parents), (op["lo"], op["hi"]))
 

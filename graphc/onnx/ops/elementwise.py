@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import REQUIRED, converter
-from ..tensors import onnx_dtype
+from ..tensors import onnx_dtype, onnx_format
 from . import elementwise_math  # noqa: F401  (registers the activations and unary maths)
 
 #: attributes of the binary arithmetic before opset 7 (``consumed_inputs`` was a hint
@@ -194,7 +194,7 @@ converter("BitwiseXor")(_bitwise("bitwise_xor"))
 
 
 # -- casts ----------------------------------------------------------------------------------
-def _target_dtype(ctx, to):
+def _target_type(ctx, to) -> int:
     if isinstance(to, str):  # opset 1 names the type ("FLOAT")
         import onnx
 
@@ -202,17 +202,33 @@ def _target_dtype(ctx, to):
             to = onnx.TensorProto.DataType.Value(to.upper())
         except ValueError:
             raise ctx.invalid(f"attribute to={to!r} is not an ONNX data type") from None
-    return onnx_dtype(int(to), f"{ctx.describe()}: attribute to={to}")
+    return int(to)
+
+
+def _cast_to(ctx, x, dtype, fmt):
+    """``x`` as ``dtype``, or rounded to the narrow format ``fmt`` by the Cast's
+    ``saturate`` and ``round_mode``."""
+    if fmt is None:
+        return ctx.ns.astype(x, dtype)
+    rounding = ctx.attr("round_mode")
+    rounding = rounding.decode() if isinstance(rounding, bytes) else rounding
+    if rounding not in ("up", "down", "nearest"):
+        raise ctx.invalid(f"round_mode must be 'up', 'down' or 'nearest', got {rounding!r}")
+    return ctx.ns.round_to_format(x, fmt, saturate=bool(ctx.attr("saturate")),
+                                  rounding=rounding)
 
 
 @converter("Cast", attrs={"to": REQUIRED, "saturate": 1, "round_mode": "up"})
 def cast(ctx):
-    """``input`` as the ``to`` type. ``saturate`` and ``round_mode`` concern only the
-    float8 and e8m0 types, which the importer refuses, so they change nothing here."""
-    return ctx.ns.astype(ctx.input(0), _target_dtype(ctx, ctx.attr("to")))
+    """``input`` as the ``to`` type; a narrow one (bfloat16, float8, 4-bit ints, ...)
+    is held rounded in its compute dtype, ``saturate`` clipping to a float8 format's
+    range and ``round_mode`` choosing float8e8m0's rounding."""
+    to = _target_type(ctx, ctx.attr("to"))
+    dtype = onnx_dtype(to, f"{ctx.describe()}: attribute to={to}")
+    return _cast_to(ctx, ctx.input(0), dtype, onnx_format(to))
 
 
 @converter("CastLike", attrs={"saturate": 1, "round_mode": "up"})
 def cast_like(ctx):
     """``input`` as the type of ``target_type`` (see Cast for ``saturate``)."""
-    return ctx.ns.astype(ctx.input(0), ctx.dtype(1))
+    return _cast_to(ctx, ctx.input(0), ctx.dtype(1), ctx.format(1))
