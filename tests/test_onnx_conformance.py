@@ -24,6 +24,7 @@ import functools  # noqa: E402
 import graphc.onnx  # noqa: E402
 from graphc.onnx.backend import GraphcBackend  # noqa: E402
 from graphc.onnx.errors import OnnxUnsupported  # noqa: E402
+from graphc.onnx.registry import qualified_name, split_name  # noqa: E402
 
 KINDS = {"node": "Node", "real": "Real", "simple": "Simple",
          "pytorch-converted": "PyTorchConverted", "pytorch-operator": "PyTorchOperator"}
@@ -40,11 +41,12 @@ def _model_of(case):
 
 
 def _op_types(model) -> set:
-    return {(n.domain or "", n.op_type) for n in model.graph.node}
+    """``{(domain, op_type)}`` of the model's nodes, ``""`` for the default domain."""
+    return {split_name(qualified_name(n.domain, n.op_type)) for n in model.graph.node}
 
 
 def _selection():
-    supported = {("", op) for op in graphc.onnx.supported_operators()}
+    supported = {split_name(name) for name in graphc.onnx.supported_operators()}
     chosen, counts = set(), collections.defaultdict(lambda: [0, 0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # onnx's generators overflow casts on purpose
@@ -149,7 +151,7 @@ def test_selection_covers_every_converter():
         reached = set()
         for case in load_model_tests(kind="node"):
             if case.name in SELECTED:
-                reached |= {op for _, op in _op_types(case.model)}
+                reached |= {qualified_name(*pair) for pair in _op_types(case.model)}
     untested = sorted(set(graphc.onnx.supported_operators()) - reached - UNTESTED_BY_ONNX)
     assert not untested, f"converters with no selected conformance test: {untested}"
 

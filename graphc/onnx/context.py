@@ -37,6 +37,14 @@ class Namespaces:
         self.graph = GraphNamespace(budget)
         #: value name -> the narrow format of its ONNX type (:mod:`graphc.onnx.formats`)
         self.formats = dict(formats or {})
+        #: every value visible by name where the node being converted sits (the
+        #: enclosing graphs' too): what a control-flow body reads from outside it
+        self.scope: dict = {}
+        #: ``{domain: version}`` of the model's other domains (ai.onnx.ml, ...)
+        self.domain_versions: dict = {}
+        #: the model's default-domain opset, which a body's nodes are converted at
+        #: (a node of another domain has that domain's version as its ``ctx.opset``)
+        self.opset: Optional[int] = None
 
     def typed(self, names: Sequence[str], values: Sequence) -> list:
         """``values`` as the type checker must see them: a value of a narrow format

@@ -20,6 +20,8 @@ array([0., 2.])
 """
 from __future__ import annotations
 
+from typing import Mapping, Optional
+
 import numpy as np
 
 from ..type.errors import GraphcError
@@ -27,11 +29,9 @@ from . import ops  # noqa: F401  (fills CONVERTERS)
 from .context import Namespaces, NodeContext
 from .errors import NeedsInputValue, OnnxError, OnnxModelError, OnnxUnsupported, describe
 from .limits import FoldTooLarge
-from .registry import CONVERTERS
+from .registry import CONVERTERS, DEFAULT_DOMAINS, qualified_name
 from .tensors import attribute_value
 from .typecheck import problem
-
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 #: attributes that are 0/1 switches wherever they appear; onnxruntime reads some as
 #: ``!= 0`` and others as ``== 1``, so any other value is refused rather than guessed
@@ -41,12 +41,16 @@ FLAGS = frozenset({"keepdims", "noop_with_empty_axes", "select_last_index", "exc
                    "detect_positive", "training_mode", "is_test", "spatial", "broadcast"})
 
 
-def convert_node(node, index: int, opset: int, env: dict, namespaces: Namespaces) -> dict:
+def convert_node(node, index: int, opset: int, env: dict, namespaces: Namespaces,
+                 domain_versions: Optional[Mapping[str, int]] = None) -> dict:
     """``{output name: value}`` of ``node`` (the ``index``-th of its graph), its
-    inputs read from ``env``; any error names the node."""
+    inputs read from ``env``; any error names the node. ``opset`` is the model's
+    version of the default domain, ``domain_versions`` its versions of the others
+    (``{"ai.onnx.ml": 5}``: its ``opset_import``), against which a converter of
+    such a domain checks its ``min_opset`` (unchecked where not given)."""
     where = describe(node, index)
     try:
-        return _convert(node, index, opset, env, namespaces, where)
+        return _convert(node, index, opset, env, namespaces, where, domain_versions or {})
     except NeedsInputValue:
         raise
     except OnnxError as exc:
@@ -70,18 +74,28 @@ def message_of(exc: BaseException) -> str:
     return exc.message if isinstance(exc, GraphcError) else str(exc)
 
 
-def _convert(node, index, opset, env, namespaces, where) -> dict:
-    if node.domain not in DEFAULT_DOMAINS:
-        raise OnnxUnsupported(f"{where}: operators of domain {node.domain!r} are not "
-                              "supported (only the default ONNX domain)")
-    spec = CONVERTERS.get(node.op_type)
+def _unknown_operator(node, where) -> OnnxUnsupported:
+    domains = sorted({spec.domain for spec in CONVERTERS.values()} - {""})
+    if node.domain not in DEFAULT_DOMAINS and node.domain not in domains:
+        return OnnxUnsupported(f"{where}: operators of domain {node.domain!r} are not "
+                               f"supported (graphc imports the default ONNX domain and "
+                               f"{', '.join(map(repr, domains))})")
+    return OnnxUnsupported(f"{where}: operator {qualified_name(node.domain, node.op_type)} "
+                           f"is not supported (graphc imports {len(CONVERTERS)} operators; "
+                           "see graphc.onnx.supported_operators())")
+
+
+def _convert(node, index, opset, env, namespaces, where, domain_versions) -> dict:
+    spec = CONVERTERS.get(qualified_name(node.domain, node.op_type))
     if spec is None:
-        raise OnnxUnsupported(f"{where}: operator {node.op_type} is not supported "
-                              f"(graphc imports {len(CONVERTERS)} operators; see "
-                              "graphc.onnx.supported_operators())")
-    if opset < spec.min_opset:
-        raise OnnxUnsupported(f"{where}: {node.op_type} is supported from opset "
-                              f"{spec.min_opset}; the model uses opset {opset}")
+        raise _unknown_operator(node, where)
+    version = opset if not spec.domain else domain_versions.get(spec.domain)
+    if version is not None and version < spec.min_opset:
+        domain = f"{spec.domain} " if spec.domain else ""
+        raise OnnxUnsupported(f"{where}: {node.op_type} is supported from {domain}opset "
+                              f"{spec.min_opset}; the model uses {domain}opset {version}")
+    if version is None:
+        version = spec.min_opset
     attrs = {}
     for attribute in node.attribute:
         if attribute.name not in spec.attrs:
@@ -101,15 +115,18 @@ def _convert(node, index, opset, env, namespaces, where) -> dict:
                                  "topologically sorted?)")
         else:
             inputs.append(env[name])
-    wrong = problem(node, opset, namespaces.typed(node.input, inputs))
+    # the schemas checked are the default domain's: another domain's converter checks
+    # its inputs' types itself
+    wrong = problem(node, opset, namespaces.typed(node.input, inputs)) if not spec.domain else None
     if wrong is not None:
         raise OnnxModelError(f"{where}: {wrong}")
-    ctx = NodeContext(node, opset, inputs, attrs, spec, namespaces, index=index)
+    ctx = NodeContext(node, version, inputs, attrs, spec, namespaces, index=index)
     try:
         result = spec.fn(ctx)
     except FoldTooLarge:
         # too large to compute now: the same node as graph operations, run later
-        ctx = NodeContext(node, opset, inputs, attrs, spec, namespaces, fold=False, index=index)
+        ctx = NodeContext(node, version, inputs, attrs, spec, namespaces, fold=False,
+                          index=index)
         result = spec.fn(ctx)
     results = list(result) if isinstance(result, (tuple, list)) else [result]
     outputs = {}

@@ -24,14 +24,42 @@ _TYPE_ATTRIBUTES = ("to", "output_dtype", "dtype")
 
 def value_formats(model) -> dict:
     """``{value name: narrow format}`` for the main graph's values of a narrow type."""
-    graph = model.graph
-    if not _mentions_narrow(graph):
+    if not any(_mentions_narrow(each) for each in _graphs(model.graph)):
         return {}
-    formats = {t.name: onnx_format(t.data_type) for t in graph.initializer}
-    for info in [*_inferred(model).graph.value_info, *graph.input, *graph.output]:
-        if info.type.HasField("tensor_type"):
-            formats[info.name] = onnx_format(info.type.tensor_type.elem_type)
+    formats = {}
+    for each in _graphs(_inferred(model).graph):  # a control-flow body's values too
+        formats.update({t.name: onnx_format(t.data_type) for t in each.initializer})
+        for info in [*each.value_info, *each.input, *each.output]:
+            if info.type.HasField("tensor_type"):
+                formats[info.name] = onnx_format(info.type.tensor_type.elem_type)
     return {name: fmt for name, fmt in formats.items() if fmt is not None}
+
+
+def rounded(namespaces, name: str, value):
+    """``value`` rounded to the narrow format of ``name``'s ONNX type, if it has one
+    and ``value`` is not a rounding to it already. Rounding a value of the format
+    changes nothing (no saturation; infinities and NaN kept), so a converter that
+    rounds by its own rules (a Cast's ``saturate``) keeps its result.
+
+    Example: ``env[name] = rounded(namespaces, name, value)``
+    """
+    import numpy as np
+
+    fmt = namespaces.formats.get(name)
+    if fmt is None or (not isinstance(value, np.ndarray) and value.op.kind ==
+                       "round_to_format" and value.op["format"] == fmt):
+        return value
+    ns = namespaces.folding if isinstance(value, np.ndarray) else namespaces.graph
+    return ns.round_to_format(value, fmt, saturate=False, rounding="nearest")
+
+
+def _graphs(graph):
+    """``graph`` and every graph nested in its nodes' attributes."""
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _graphs(attribute.g)
 
 
 def declared_formats(infos) -> dict:

@@ -28,21 +28,31 @@ from .context import Namespaces
 from .convert import DEFAULT_DOMAINS, convert_node, is_folded_result, message_of
 from .errors import OnnxModelError, OnnxUnsupported, describe
 from .fold_bn import consumers_of, fold_into_conv
-from .formats import value_formats
+from .formats import rounded, value_formats
+from .subgraph import outer_references
 from .limits import ImportBudget, ImportLimits
 from .tensors import onnx_dtype, to_array
 from .typecheck import problem
 
 
 def model_opset(model) -> int:
-    """The default-domain opset version the model was written against."""
+    """The default-domain opset version the model was written against (a model of
+    other domains only, such as ai.onnx.ml's, gets the newest one onnx knows: it has
+    no default-domain node for the version to matter to)."""
     for entry in model.opset_import:
         if entry.domain in DEFAULT_DOMAINS:
             return int(entry.version)
     if not model.opset_import:  # IR 1-2 models carry no opset_import: opset 1
         return 1
-    raise OnnxUnsupported("the model imports no version of the default ONNX domain; "
-                          f"its domains are {[e.domain for e in model.opset_import]}")
+    import onnx
+
+    return int(onnx.defs.onnx_opset_version())
+
+
+def domain_versions(model) -> dict:
+    """``{domain: version}`` of the other domains the model imports (``ai.onnx.ml``...)."""
+    return {e.domain: int(e.version) for e in model.opset_import
+            if e.domain not in DEFAULT_DOMAINS}
 
 
 def graph_inputs(graph) -> list:
@@ -91,7 +101,10 @@ class _Import:
         #: value name -> narrow format: such values are held rounded to it
         self.formats = value_formats(model)
         self.namespaces = Namespaces(self.budget, self.formats)
+        self.namespaces.domain_versions = domain_versions(model)
+        self.namespaces.opset = self.opset
         self.env: dict[str, object] = {}
+        self.namespaces.scope = self.env  # what control-flow bodies read by name
         #: name -> bytes of a folded value the budget counts as held
         self.held: dict[str, int] = {}
         #: folded values a graph node reads: the graph keeps them, so they stay held
@@ -108,8 +121,8 @@ class _Import:
             self.env[tensor.name] = _read_only(to_array(tensor))
         variables = self._inputs(graph, input_shapes, input_values)
         # how many nodes still read each value; graph outputs are read at the end
-        readers = collections.Counter(name for node in graph.node for name in node.input
-                                      if name)
+        readers = collections.Counter(name for node in graph.node for name in
+                                      [*node.input, *outer_references(node)] if name)
         readers.update(v.name for v in graph.output)
         consumers = consumers_of(graph) if fold_batchnorm else {}
         output_names = {v.name for v in graph.output}
@@ -123,7 +136,7 @@ class _Import:
                     node = _conv_with_folded_weights(node, *folded, self.env)
                     folded_away.add(id(folded[0]))
             self._convert(node, index)
-            for name in node.input:
+            for name in [*node.input, *outer_references(node)]:
                 if name and name in readers:
                     readers[name] -= 1
                     if readers[name] == 0:
@@ -179,7 +192,8 @@ class _Import:
 
     def _convert(self, node, index) -> None:
         inputs = [self.env.get(name) for name in node.input if name]
-        outputs = convert_node(node, index, self.opset, self.env, self.namespaces)
+        outputs = convert_node(node, index, self.opset, self.env, self.namespaces,
+                               self.namespaces.domain_versions)
         if not self.budget.folding:
             self.adopted.update(name for name in node.input if name in self.held)
         for name, value in outputs.items():
@@ -193,17 +207,7 @@ class _Import:
             self.producer[name] = (node, index)
 
     def _rounded(self, name: str, value):
-        """``value`` rounded to the narrow format of ``name``'s ONNX type, if it has one
-        and ``value`` is not a rounding to it already. Rounding a value of the format
-        changes nothing (no saturation, infinities and NaN kept), so a converter that
-        rounds by its own rules (a Cast's ``saturate``) keeps its result."""
-        fmt = self.formats.get(name)
-        if fmt is None or (not isinstance(value, np.ndarray) and value.op.kind ==
-                           "round_to_format" and value.op["format"] == fmt):
-            return value
-        ns = self.namespaces.folding if isinstance(value, np.ndarray) else \
-            self.namespaces.graph
-        return ns.round_to_format(value, fmt, saturate=False, rounding="nearest")
+        return rounded(self.namespaces, name, value)
 
     def _drop(self, name: str) -> None:
         """No node reads ``name`` any more: the import lets it go."""

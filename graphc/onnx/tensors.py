@@ -80,14 +80,14 @@ def to_array(tensor) -> np.ndarray:
 
 def attribute_value(attribute, where: str):
     """An ``AttributeProto`` as a Python value: numbers, strings (decoded), lists,
-    and tensors as NumPy arrays."""
+    tensors as NumPy arrays, and a graph (a control-flow body) as its ``GraphProto``."""
     import onnx
 
     kind = onnx.AttributeProto.AttributeType
     if attribute.ref_attr_name:
         raise OnnxUnsupported(f"{where}: attribute {attribute.name!r} refers to a function "
                               "attribute, which is not supported")
-    if attribute.type in (kind.GRAPH, kind.GRAPHS, kind.SPARSE_TENSOR, kind.SPARSE_TENSORS,
+    if attribute.type in (kind.GRAPHS, kind.SPARSE_TENSOR, kind.SPARSE_TENSORS,
                           kind.TYPE_PROTO, kind.TYPE_PROTOS):
         raise OnnxUnsupported(f"{where}: attribute {attribute.name!r} of type "
                               f"{kind.Name(attribute.type)} is not supported")

@@ -204,6 +204,8 @@ class Tensor(Node):
         return NS.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
 
     def astype(self, dtype): return NS.astype(self, dtype)
+    # ndarray.view(dtype) of an equal item size; view() alone is the value itself
+    def view(self, dtype=None): return self if dtype is None else NS.bitcast(self, dtype)
     def copy(self): return NS.copy(self)
     def ravel(self): return NS.ravel(self)
     def flatten(self): return NS.ravel(self)

@@ -19,21 +19,15 @@ array([[4., 6., 6., 4.],
 from __future__ import annotations
 
 import math
-import operator
 
 from ..shape.axes import normalize_axis
 from ..shape.neural import same_padding
 from ..type.errors import DTypeError, ShapeError
+from .detection import whole
 
 
 # -- argument normalisation ----------------------------------------------------------------
-def _int(opname, name, value) -> int:
-    if isinstance(value, bool):
-        raise ShapeError(f"{opname}: {name} must be an int, got {value!r}")
-    try:
-        return int(operator.index(value))
-    except TypeError:
-        raise ShapeError(f"{opname}: {name} must be an int, got {value!r}") from None
+_int = whole  # an int argument, never a bool (detection's checks share it)
 
 
 def pair(opname: str, name: str, value, minimum: int = 1) -> tuple[int, int]:
@@ -272,6 +266,86 @@ class NeuralMixin:
         _spatial("upsample_nearest2d_backward", "the gradient", g.shape)
         return self._op("upsample_nearest2d_backward", [g],
                         scale=pair("upsample_nearest2d_backward", "scale", scale))
+
+    # -- detection: RoIAlign and non-maximum suppression (graphc/ops/detection.py) ---------------
+    def roi_align(self, x, boxes, batch_index, output_size, spatial_scale=1.0, sampling_ratio=0,
+                  mode="avg", aligned=False):
+        """RoIAlign (Mask R-CNN's; torchvision's ``roi_align``, ONNX's ``RoiAlign``): for box
+        ``r`` of ``boxes`` (R, 4) as (x1, y1, x2, y2) in image ``batch_index[r]`` of ``x``
+        (N, C, H, W), a (C, OH, OW) grid of bins, each the mean (``mode="avg"``) of
+        ``sampling_ratio``² bilinear samples (0: ``ceil(box size / bins)`` per axis).
+        ``spatial_scale`` maps box coordinates onto ``x``'s pixels; ``aligned`` shifts them
+        by half a pixel (ONNX's ``half_pixel``; else ``output_half_pixel``, where boxes
+        smaller than a pixel count as one). ``mode="max"`` takes ONNX's maximum of the
+        samples' weighted corners. Gives (R, C, OH, OW); the gradient reaches ``x`` only.
+
+        Example: ``N.roi_align(features, boxes, image_of_box, 7, spatial_scale=1 / 16,
+        sampling_ratio=2, aligned=True)``
+        """
+        from .detection import check_batch_index, roi_attributes
+        x, boxes, batch_index = self._lift(x), self._lift(boxes), self._lift(batch_index)
+        _spatial("roi_align", "the features", x.shape)
+        check_batch_index(self, "roi_align", batch_index, x.shape[0])
+        return self._op("roi_align", [x, boxes, batch_index],
+                        output_size=pair("roi_align", "output_size", output_size),
+                        **roi_attributes("roi_align", spatial_scale, sampling_ratio, mode,
+                                         aligned))
+
+    def roi_align_backward(self, g, boxes, batch_index, x=None, input_shape=None,
+                           spatial_scale=1.0, sampling_ratio=0, mode="avg", aligned=False):
+        """The gradient of ``sum(roi_align(x, boxes, batch_index, ...) * g)`` with respect
+        to the features ``x`` of shape ``input_shape``: each sample's weights scatter
+        ``g`` back. ``mode="max"`` needs ``x`` itself (which corner won); ``"avg"`` only
+        its shape.
+
+        Example: ``N.roi_align_backward(g, boxes, image_of_box, input_shape=x.shape)``
+        """
+        from .detection import check_batch_index, roi_attributes
+        opname = "roi_align_backward"
+        g, boxes, batch_index = self._lift(g), self._lift(boxes), self._lift(batch_index)
+        attrs = roi_attributes(opname, spatial_scale, sampling_ratio, mode, aligned)
+        parents = [g, boxes, batch_index]
+        if mode == "max":
+            if x is None:
+                raise ShapeError(f"{opname}: mode 'max' needs the features x")
+            x = self._lift(x)
+            parents.append(x)
+            input_shape = x.shape if input_shape is None else input_shape
+        elif x is not None:
+            raise ShapeError(f"{opname}: mode 'avg' takes the features' input_shape, not x")
+        if input_shape is None:
+            raise ShapeError(f"{opname}: input_shape (N, C, H, W) is required")
+        shape = _shape4(opname, "input_shape", input_shape)
+        check_batch_index(self, opname, batch_index, shape[0])
+        return self._op(opname, parents, input_shape=shape, **attrs)
+
+    def non_max_suppression(self, boxes, scores, max_output_per_class=None, iou_threshold=0.5,
+                            score_threshold=None, center_point_box=0, size=None):
+        """Greedy non-maximum suppression per image and class (ONNX's
+        ``NonMaxSuppression``): of ``boxes`` (B, M, 4) scored ``scores`` (B, C, M), by
+        descending score (ties: the lower index), keep a box unless one kept overlaps it
+        with an IoU above ``iou_threshold``; only scores above ``score_threshold`` (None:
+        all, NaN never), at most ``max_output_per_class`` (None: all) per class. Boxes are
+        corners (y1, x1, y2, x2) in any order, or (x_centre, y_centre, w, h) when
+        ``center_point_box=1``; IoU is symmetric in x and y, so (x1, y1, x2, y2) works too.
+
+        The number kept depends on the values, so a graph holds a static maximum: returns
+        ``(selected, count)``, ``selected`` (size, 3) int64 rows (image, class, box) in
+        ONNX's order (image, then class, then as kept), padded with -1 after the first
+        ``count`` (an int64 scalar). ``size`` (JAX's ``size=``) defaults to the most that
+        can be kept, ``B * C * min(max_output_per_class, M)``; a smaller one keeps the
+        first ``size`` rows.
+
+        Example: ``rows, count = N.non_max_suppression(boxes, scores, 100, 0.5, size=100)``
+        """
+        from .detection import nms_attributes
+        boxes, scores = self._lift(boxes), self._lift(scores)
+        attrs = nms_attributes(tuple(boxes.shape), tuple(scores.shape), max_output_per_class,
+                               iou_threshold, score_threshold, center_point_box, size)
+        selected = self._op("non_max_suppression", [boxes, scores], **attrs)
+        first = self.getitem(selected, (slice(None), 0))
+        count = self.astype(self.sum(self.greater_equal(first, 0)), "int64")
+        return selected, count
 
     # -- composites ---------------------------------------------------------------------------
     def _floats(self, opname, *xs):

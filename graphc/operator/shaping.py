@@ -338,6 +338,14 @@ class ShapingMixin:
         dtype = self._dtype("astype", dtype)
         return x if dtype == x.dtype else self._op("astype", [x], dtype=dtype)
 
+    def bitcast(self, x, dtype):
+        """``x``'s bytes reinterpreted as ``dtype`` of the same item size (NumPy's
+        ``x.view(dtype)``, ONNX's BitCast); the shape is unchanged.
+
+        Example: ``N.bitcast(N.var("x", (3,)), np.int32)``
+        """
+        return self._op("bitcast", [self._lift(x)], dtype=self._dtype("bitcast", dtype))
+
     def copy(self, x):
         """A copy of ``x``. Example: ``N.copy(x)``"""
         return self._op("copy", [self._lift(x)])

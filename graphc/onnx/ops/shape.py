@@ -142,7 +142,9 @@ def eye_like(ctx):
 def range_(ctx):
     start, limit, delta = (ctx.constant(i) for i in range(3))
     shapes = [v.shape for v in (start, limit, delta)]
-    if any(shapes):
+    # onnx's own function bodies (AffineGrid's) pass one-element tensors, which its
+    # reference takes as the scalar they hold
+    if any(np.size(v) != 1 for v in (start, limit, delta)):
         raise ctx.invalid(f"start, limit and delta must be scalars, got shapes {shapes}")
     dtype = start.dtype
     start, limit, delta = (v.reshape(()).item() for v in (start, limit, delta))
