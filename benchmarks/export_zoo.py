@@ -76,6 +76,8 @@ MODELS = (
     ZooModel("densenet121", "dense/inception", _T),
     ZooModel("googlenet", "dense/inception", _T),
     ZooModel("inception_v3", "dense/inception", _T, size=299),
+    # parallel resolutions fused by upsampling (ONNX Resize)
+    ZooModel("hrnet_w18_small", "dense/inception", _M),
     # plain convolutional stacks
     ZooModel("alexnet", "classic CNN", _T),
     ZooModel("vgg11_bn", "classic CNN", _T),

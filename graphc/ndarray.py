@@ -49,6 +49,8 @@ class _Submodule:
 
 globals().update(_named_functions(_NS, "N."))
 globals().update({_name: _Submodule(_name, getattr(_NS, _name)) for _name in _SUBMODULES})
+# ported code catches NumPy's error by its NumPy name: a run raises it unchanged
+linalg.LinAlgError = _np.linalg.LinAlgError  # noqa: F821 (made just above)
 grad = _named_function("N.grad", grad, [(_inspect.signature(grad), "")])
 value_and_grad = _named_function("N.value_and_grad", value_and_grad,
                                  [(_inspect.signature(value_and_grad), "")])
