@@ -185,3 +185,39 @@ def test_a_gradient_through_a_complex_value_is_refused_not_zero():
     # a complex value off the path to the loss is fine
     grads = E.grad(lambda a: (E.fft.rfft(a), E.sum(a * a))[1])(np.ones(3))
     np.testing.assert_array_equal(grads, [2.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_parts_of_a_spectrum_are_numpys(dtype):
+    """real, imag, conj, angle, iscomplex and isreal of complex values, in graph mode
+    (both memory plans), eager mode and after save/load."""
+    signal = np.random.default_rng(3).standard_normal((3, 8)).astype(dtype)
+    z = np.fft.fft(signal)
+    functions = {"real": lambda ns, v: ns.real(v), "imag": lambda ns, v: ns.imag(v),
+                 "conj": lambda ns, v: ns.conj(v),
+                 "angle": lambda ns, v: ns.angle(v, deg=True),
+                 "iscomplex": lambda ns, v: ns.iscomplex(v),
+                 "isreal": lambda ns, v: ns.isreal(v)}
+    x = N.var("x", signal.shape, dtype)
+    spectrum = N.fft.fft(x)
+    outputs = [f(N, spectrum) for f in functions.values()]
+    for plan in ("offsets", "blocks"):
+        got = graphc.compile([x], outputs, plan=plan).run(signal)
+        for name, value in zip(functions, got):
+            want = {"angle": np.angle(z, deg=True)}.get(name, None)
+            want = getattr(np, name)(z) if want is None else want
+            np.testing.assert_allclose(value, want, rtol=1e-6, atol=1e-6)
+            assert value.dtype == want.dtype, name
+            np.testing.assert_allclose(functions[name](E, np.fft.fft(signal)), want,
+                                       rtol=1e-6, atol=1e-6)
+    assert N.imag(x).shape == signal.shape and N.real(x) is x
+
+
+def test_parts_of_complex_values_survive_save_and_load(tmp_path):
+    x = N.var("x", (6,), np.float64)
+    z = N.fft.rfft(x)
+    g = graphc.compile([x], [N.real(z), N.imag(z), N.conj(z)])
+    g.save(tmp_path / "g.npz")
+    data = np.arange(6.0)
+    for a, b in zip(graphc.load(tmp_path / "g.npz").run(data), g.run(data)):
+        np.testing.assert_array_equal(a, b)

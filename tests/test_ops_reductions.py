@@ -256,7 +256,8 @@ def _public_functions():
                  if callable(getattr(N, name)) and not isinstance(getattr(N, name), type)}
     for module in ("random", "linalg", "fft"):
         functions.update({f"N.{module}.{name}": getattr(getattr(N, module), name)
-                          for name in dir(getattr(N, module)) if not name.startswith("_")})
+                          for name in dir(getattr(N, module)) if not name.startswith("_")
+                          and not isinstance(getattr(getattr(N, module), name), type)})
     return {k: f for k, f in functions.items() if not _takes_any_keyword(f)}
 
 

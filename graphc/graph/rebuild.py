@@ -168,6 +168,9 @@ def _table() -> dict[str, Rebuild]:
              if v.family in ("unary", "binary", "ternary") and k not in NOT_SAVED}
     table.update({k: _by_keywords(k) for k, v in KINDS.items() if v.attributes})
     table.update({
+        "real": Rebuild((), lambda ps, a: NS.real(*ps)),
+        "imag": Rebuild((), lambda ps, a: NS.imag(*ps)),
+        "conjugate": Rebuild((), lambda ps, a: NS.conjugate(*ps)),
         # its public function returns (selected, count); the node is the first
         "non_max_suppression": Rebuild(KINDS["non_max_suppression"].attributes,
                                        lambda ps, a: NS.non_max_suppression(*ps, **a)[0]),

@@ -287,16 +287,11 @@ class ElementwiseMathMixin:
         return self.floor_divide(a, b), self.remainder(a, b)
 
     # -- complex functions on real values ---------------------------------------------------
-    def _real_only(self, name, x):
-        x = self._lift(x)
-        if x.dtype.kind == "c":
-            raise DTypeError(f"{name}: complex arrays are not supported yet (got {x.dtype}); "
-                             "real, integer and boolean arrays are")
-        return x
-
     def conj(self, x):
         """The complex conjugate: ``x`` itself for real ``x``. Example: ``N.conj(x)``"""
-        x = self._real_only("conj", x)
+        x = self._lift(x)
+        if x.dtype.kind == "c":
+            return self._op("conjugate", [x])
         dtype = _result_dtype(np.conj, x.dtype)     # int8 for booleans
         return x if x.dtype == dtype else self.astype(x, dtype)
 
@@ -305,31 +300,39 @@ class ElementwiseMathMixin:
         return self.conj(x)
 
     def real(self, x):
-        """The real part: ``x`` itself for real ``x``. Example: ``N.real(x)``"""
-        return self._real_only("real", x)
+        """The real part: ``x`` itself for real ``x``. Example: ``N.real(N.fft.fft(x))``"""
+        x = self._lift(x)
+        return self._op("real", [x]) if x.dtype.kind == "c" else x
 
     def imag(self, x):
-        """The imaginary part: zeros of ``x``'s dtype for real ``x``. Example: ``N.imag(x)``"""
-        x = self._real_only("imag", x)
-        return self.zeros(x.shape, x.dtype)
+        """The imaginary part: zeros of ``x``'s dtype for real ``x``.
+        Example: ``N.imag(N.fft.fft(x))``"""
+        x = self._lift(x)
+        return self._op("imag", [x]) if x.dtype.kind == "c" else self.zeros(x.shape, x.dtype)
 
     def angle(self, z, deg: bool = False):
-        """The argument of ``z``: 0 or pi for real ``z`` (``arctan2(0, z)``), in
+        """The argument of ``z`` (``arctan2(imag, real)``): 0 or pi for real ``z``, in
         degrees if ``deg``.
 
-        Example: ``N.angle(x)``
+        Example: ``N.angle(N.fft.fft(x))``
         """
-        z = self._real_only("angle", z)
-        a = self.arctan2(0, z)
+        z = self._lift(z)
+        a = self.arctan2(self.imag(z), self.real(z)) if z.dtype.kind == "c" else \
+            self.arctan2(0, z)
         return self.multiply(a, 180 / np.pi) if deg else a
 
     def iscomplex(self, x):
-        """True where ``x`` has a nonzero imaginary part: nowhere for real ``x``."""
-        return self._false_like(self._real_only("iscomplex", x))
+        """True where ``x`` has a nonzero imaginary part: nowhere for real ``x``.
+        Example: ``N.iscomplex(N.fft.fft(x))``"""
+        x = self._lift(x)
+        return self.not_equal(self.imag(x), 0) if x.dtype.kind == "c" else self._false_like(x)
 
     def isreal(self, x):
-        """True where ``x`` has no imaginary part: everywhere for real ``x``."""
-        return self._false_like(self._real_only("isreal", x), True)
+        """True where ``x`` has no imaginary part: everywhere for real ``x``.
+        Example: ``N.isreal(N.fft.fft(x))``"""
+        x = self._lift(x)
+        return self.equal(self.imag(x), 0) if x.dtype.kind == "c" else \
+            self._false_like(x, True)
 
     def iscomplexobj(self, x) -> bool:
         """Whether ``x``'s dtype is complex (a Python bool, known while building).
