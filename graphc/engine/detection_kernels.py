@@ -120,11 +120,13 @@ def _touched(weights):
 
 
 def _boxes(op, boxes, batch_index, out_hw, in_hw, images):
-    """Per box: ``(r, image, ys, xs, count)``."""
+    """Per box that has samples: ``(r, image, ys, xs, count)`` (an empty box's bins
+    stay 0 and pass no gradient)."""
     _checked_batch(batch_index, images)
     for r in range(boxes.shape[0]):
         ys, xs, count = roi_geometry(op, boxes[r], out_hw, in_hw)
-        yield r, int(batch_index[r]), ys, xs, count
+        if ys.grid > 0 and xs.grid > 0:
+            yield r, int(batch_index[r]), ys, xs, count
 
 
 def _avg_matrices(ys, xs, count, out_hw, in_hw, dtype):
@@ -190,8 +192,6 @@ def roi_align(op, ins, out, ctx):
     def roi_align():
         out.fill(0)
         for r, b, ys, xs, count in _boxes(op, boxes, batch_index, out_hw, in_hw, len(x)):
-            if ys.grid <= 0 or xs.grid <= 0:
-                continue
             if op["mode"] == "avg":
                 _average(x[b], ys, xs, count, out_hw, out[r])
                 continue
@@ -209,8 +209,6 @@ def roi_align_backward(op, ins, out, ctx):
     def roi_align_backward():
         out.fill(0)
         for r, b, ys, xs, count in _boxes(op, boxes, batch_index, out_hw, in_hw, len(out)):
-            if ys.grid <= 0 or xs.grid <= 0:
-                continue
             if x is None:
                 cut = _avg_matrices(ys, xs, count, out_hw, in_hw, out.dtype)
                 if cut is not None:

@@ -16,6 +16,8 @@ come from onnx's type inference, run only for models that mention a narrow type.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .tensors import onnx_format
 
 #: node attributes that name an element type
@@ -43,8 +45,6 @@ def rounded(namespaces, name: str, value):
 
     Example: ``env[name] = rounded(namespaces, name, value)``
     """
-    import numpy as np
-
     fmt = namespaces.formats.get(name)
     if fmt is None or (not isinstance(value, np.ndarray) and value.op.kind ==
                        "round_to_format" and value.op["format"] == fmt):
