@@ -27,12 +27,35 @@ def wants(needs, i: int) -> bool:
 
 
 def is_float(dtype) -> bool:
-    """Gradients flow through real floating-point values only.
+    """Whether ``dtype`` is a real floating-point type (losses and most rules need one).
 
     >>> is_float(np.dtype("float32")), is_float(np.dtype("int64"))
     (True, False)
     """
     return np.dtype(dtype).kind == "f"
+
+
+def carries_gradient(dtype) -> bool:
+    """Gradients flow through real and complex floating-point values (a complex
+    value's cotangent is ``dL/dRe + i dL/dIm``; see :mod:`.rules`).
+
+    >>> carries_gradient(np.dtype("complex64")), carries_gradient(np.dtype("int8"))
+    (True, False)
+    """
+    return np.dtype(dtype).kind in "fc"
+
+
+def cast_to(ns, g, dtype):
+    """The gradient ``g`` in ``dtype``: a complex one given to a real value keeps its
+    real part (the imaginary part is the cotangent of an imaginary part it lacks).
+
+    Example: ``cast_to(ns, g, np.float32)`` for ``g`` of complex64 is ``real(g)``.
+    """
+    if g.dtype == dtype:
+        return g
+    if g.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        g = ns.real(g)
+    return g if g.dtype == dtype else ns.astype(g, dtype)
 
 
 def unbroadcast(ns, g, shape):
@@ -61,9 +84,7 @@ def fit(ns, g, like):
         return None
     if tuple(g.shape) != tuple(like.shape):
         g = unbroadcast(ns, g, like.shape)
-    if g.dtype != like.dtype:
-        g = ns.astype(g, like.dtype)
-    return g
+    return cast_to(ns, g, like.dtype)
 
 
 def kept_shape(shape, axes):

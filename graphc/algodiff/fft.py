@@ -9,10 +9,9 @@ those bins of ``rfftn``'s result; ``rfftn``'s adjoint halves them before ``irfft
 The result is then cut or zero-padded back to the input's shape (the transform padded
 or cut the input to its lengths), and a real input keeps the real part.
 
-Note: graphc's reverse mode only carries gradients through real floating-point values
-(:func:`graphc.algodiff.common.is_float`), so a chain through complex values stops
-there; the rule is checked directly against the adjoint identity
-(tests/test_numpy_fft.py).
+The rule is checked against the adjoint identity and, in chains from real values
+through spectra back to a real loss, against finite differences (tests/test_numpy_fft.py,
+tests/test_complex_grad.py).
 
 >>> import numpy as np, graphc.eager as E
 >>> from graphc.type.op import Op
@@ -25,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import wants
+from .common import cast_to, wants
 
 _SWAPPED = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 #: transform -> (its adjoint, the weights of the half-spectrum bins applied: "double"
@@ -78,6 +77,4 @@ def fft_grad(ns, op, inputs, output, g, needs=None):
     # the adjoint's result has the transform's lengths (a half spectrum where the input
     # was one); the input was cut or padded to them
     grad = _fit_shape(ns, grad, x.shape)
-    if grad.dtype != x.dtype:
-        grad = ns.astype(grad, x.dtype)     # a real input keeps the real part
-    return [grad]
+    return [cast_to(ns, grad, x.dtype)]     # a real input keeps the real part

@@ -1,6 +1,7 @@
 """Gradient rules of the ``numpy.linalg`` kinds: the standard matrix-calculus results
 for real matrices (Giles 2008, "Collected matrix derivative results"; Townsend 2016 for
-the SVD; Walter & Lehmann 2018 for QR).
+the SVD; Walter & Lehmann 2018 for QR); ``eig``'s, whose results are complex, is written
+for complex cotangents (:mod:`.rules`) as PyTorch's is.
 
 ``cholesky`` and ``eigh`` read one triangle of their operand (NumPy's: the lower one,
 the upper one with ``upper=True`` / ``UPLO="U"``), so the gradient of an entry of the
@@ -152,6 +153,31 @@ def eigh_grad(ns, op, inputs, output, g, needs=None):
     return [_triangle_read(ns, m, lower=op["UPLO"] == "L")]
 
 
+def eig_grad(ns, op, inputs, output, g, needs=None):
+    """``A = V diag(w) V^-1`` with the cotangents ``gw``, ``gV`` of complex values
+    (:mod:`.rules`): ``gA = V^-H (diag(gw) + conj(F) o P) V^H``, ``P`` being ``V^H gV``
+    less its part along each unit-norm eigenvector (``V^H V diag(Re diag(V^H gV))``),
+    ``F`` the eigenvalue gaps. Defined for distinct eigenvalues and a loss that does not
+    depend on the eigenvectors' phases (NumPy's are arbitrary); a real ``A`` keeps the
+    real part."""
+    (a,) = inputs
+    if op["compute_v"]:
+        values, grads = _unpack(ns, output, op, a), _unpack(ns, g, op, a)
+        gw, gv = grads["eigenvalues"], grads["eigenvectors"]
+    else:
+        full = op_full(op)
+        values, gw, gv = _unpack(ns, ns._op("eig", [a], compute_v=True), full, a), g, None
+    w, v = values["eigenvalues"], values["eigenvectors"]
+    vh = ns.conj(_t(ns, v))
+    inner = _diag_matrix(ns, gw)
+    if gv is not None:
+        vh_gv = _mm(ns, vh, gv)
+        along = ns.multiply(_mm(ns, vh, v), ns.expand_dims(ns.real(_diag_part(ns, vh_gv)), -2))
+        inner = ns.add(inner, ns.multiply(ns.conj(_eigenvalue_gaps(ns, w)),
+                                          ns.subtract(vh_gv, along)))
+    return [fit(ns, ns._op("solve", [vh, _mm(ns, inner, vh)]), a)]
+
+
 def op_full(op):
     """``op`` computing every result (the gradient needs the factors)."""
     from ..type.op import Op
@@ -159,6 +185,8 @@ def op_full(op):
         return Op.make("eigh", UPLO=op["UPLO"], compute_v=True)
     if op.kind == "svd":
         return Op.make("svd", full_matrices=False, compute_uv=True, hermitian=op["hermitian"])
+    if op.kind == "eig":
+        return Op.make("eig", compute_v=True)
     return Op.make("qr", mode="reduced")
 
 

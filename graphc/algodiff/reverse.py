@@ -4,9 +4,17 @@ summing each value's gradient over its consumers and applying the rules.
 :func:`backward` is written once over a small view of the graph (how to get a
 node's parents, and the value a rule should see for a node), so it serves the
 lazy graph (:func:`grad`, exported as ``N.grad``) and the eager tape
-(:mod:`.tape`) alike. Only values that are floats and lie on a path from a
-requested variable to the loss get gradients; the rest is pruned before any
-rule runs, and a rule is told which of its inputs want one.
+(:mod:`.tape`) alike. Only values that are floats (real or complex) and lie on
+a path from a requested variable to the loss get gradients; the rest is pruned
+before any rule runs, and a rule is told which of its inputs want one.
+
+Complex values on the path (an FFT's spectrum, ``eig``'s eigenvalues) carry the
+cotangent ``dL/dRe z + i dL/dIm z`` (PyTorch's convention: minus it is the
+direction of steepest descent), so a real variable's gradient is its real part
+and a complex variable's gradient is exactly what a gradient step needs. Each
+kind says how its rule serves complex values (``COMPLEX_GRADIENTS``); a kind that
+does not (``maximum`` orders complex numbers in no useful way) is an error
+naming the node.
 
 >>> import graphc, graphc.ndarray as N, numpy as np
 >>> x = N.var("x", (3,), np.float64)
@@ -19,8 +27,8 @@ from __future__ import annotations
 from ..operator.lazy import NS
 from ..symbol.node import Node
 from ..type.errors import DTypeError, GraphcError, GraphError, ShapeError
-from .common import is_float, unbroadcast
-from .rules import rule_for
+from .common import carries_gradient, cast_to, is_float, unbroadcast
+from .rules import COMPLEX_GRADIENTS, HOLOMORPHIC, rule_for
 
 
 def _order(root, parents_of):
@@ -53,9 +61,7 @@ def _conform(ns, grad, parent, node):
         except GraphcError:
             raise GraphError(f"grad: the rule of {node.op.kind} gave a gradient of shape "
                              f"{grad.shape} for an input of shape {parent.shape}") from None
-    if grad.dtype != parent.dtype:
-        grad = ns.astype(grad, parent.dtype)
-    return grad
+    return cast_to(ns, grad, parent.dtype)
 
 
 def backward(ns, root, targets, seed, parents_of, value_of):
@@ -70,11 +76,10 @@ def backward(ns, root, targets, seed, parents_of, value_of):
     """
     order = _order(root, parents_of)
     target_ids = {id(t) for t in targets}
-    _refuse_complex_paths(order, target_ids, parents_of)
     relevant = set()  # float values that depend on a target
     for n in order:
-        if is_float(n.dtype) and (id(n) in target_ids
-                                  or any(id(p) in relevant for p in parents_of(n))):
+        if carries_gradient(n.dtype) and (id(n) in target_ids
+                                          or any(id(p) in relevant for p in parents_of(n))):
             relevant.add(id(n))
     pending = {id(root): [seed]} if id(root) in relevant else {}
     found = {}
@@ -94,8 +99,9 @@ def backward(ns, root, targets, seed, parents_of, value_of):
         rule = rule_for(n.op.kind)
         if rule is None:
             continue
+        inputs = [value_of(p) for p in parents]
         try:
-            grads = rule(ns, n.op, [value_of(p) for p in parents], value_of(n), g, needs)
+            grads = _apply_rule(ns, rule, n, inputs, value_of(n), g, needs)
         except GraphcError as exc:
             raise type(exc)(f"{exc}{_where(n)}") from None
         for p, need, gp in zip(parents, needs, grads):
@@ -104,20 +110,28 @@ def backward(ns, root, targets, seed, parents_of, value_of):
     return [found.get(id(t)) for t in targets]
 
 
-def _refuse_complex_paths(order, target_ids, parents_of):
-    """Gradients flow through real floats only: a complex value between a target and
-    the root (an FFT, ``eig``) would cut the path and leave a silent zero, so it is
-    an error naming that value."""
-    reached = set()
-    for n in order:
-        if n.dtype.kind in "fc" and (id(n) in target_ids or any(
-                id(p) in reached for p in parents_of(n))):
-            reached.add(id(n))
-            if n.dtype.kind == "c":
-                raise GraphError(f"grad: the loss depends on a variable through the complex "
-                                 f"value {getattr(n, 'label', lambda: n.op.kind)()} "
-                                 f"({n.op.kind}){_where(n)}; gradients through complex "
-                                 "values are not implemented yet")
+def _is_complex(value) -> bool:
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and dtype.kind == "c"
+
+
+def _apply_rule(ns, rule, node, inputs, output, g, needs):
+    """``rule`` on a node, served as its kind says where a value is complex."""
+    if not (_is_complex(output) or any(_is_complex(x) for x in inputs)):
+        return rule(ns, node.op, inputs, output, g, needs)
+    mode = COMPLEX_GRADIENTS.get(node.op.kind)
+    if mode is None:
+        raise GraphError(f"grad: the loss depends on a variable through {node.op.kind} on "
+                         f"complex values ({node.label()}), which has no complex derivative "
+                         "in graphc; take real parts first (N.real, N.abs) or compose it "
+                         "from differentiable functions")
+    if mode != HOLOMORPHIC:
+        return rule(ns, node.op, inputs, output, g, needs)
+    # the rule applies f'(z) to g; the convention's cotangent is conj(f'(z)) g, and a
+    # real input keeps the real part, which conjugating leaves unchanged
+    grads = rule(ns, node.op, inputs, output, ns.conj(g), needs)
+    return [ns.conj(gp) if gp is not None and _is_complex(gp) and _is_complex(x) else gp
+            for x, gp in zip(inputs, grads)]
 
 
 def _lazy_parents(node):
@@ -131,7 +145,8 @@ def _identity(node):
 def grad(loss, wrt, seed=None):
     """The gradient of ``loss`` with respect to ``wrt`` (one node or a list of
     nodes) as new graph nodes, each with its variable's shape and dtype (zeros
-    where ``loss`` does not depend on it). ``loss`` must be a float scalar,
+    where ``loss`` does not depend on it; ``dL/dRe + i dL/dIm`` for a complex
+    variable, as in PyTorch). ``loss`` must be a float scalar,
     unless ``seed`` (an array or node of ``loss``'s shape) gives the gradient
     flowing into it: then the result is the vector-Jacobian product.
 
@@ -156,9 +171,10 @@ def grad(loss, wrt, seed=None):
         if not isinstance(t, Node):
             raise GraphError(f"grad: wrt[{i}] is a {type(t).__name__}, not a graph node; "
                              "pass the N.var (or other node) to differentiate with respect to")
-        if not is_float(t.dtype):
+        if not carries_gradient(t.dtype):
             raise DTypeError(f"grad: cannot differentiate with respect to {t.label()} of dtype "
-                             f"{t.dtype}: gradients need floating-point values")
+                             f"{t.dtype}: gradients need floating-point (real or complex) "
+                             "values")
     seed = check_loss(NS, loss, seed, loss.label())
     grads = backward(NS, loss, targets, seed, _lazy_parents, _identity)
     grads = [NS.zeros(t.shape, t.dtype) if g is None else g for t, g in zip(targets, grads)]

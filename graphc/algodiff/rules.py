@@ -8,6 +8,7 @@ that pass no gradient on: leaves, creation and random draws, comparisons and
 logical ops, piecewise-constant maths, integer-valued results. Every kind in
 ``KINDS`` is in exactly one of the two (a test checks it: a new kind's
 definition needs a ``grad``). ``delay`` has a rule that raises: it wraps Python code.
+``COMPLEX_GRADIENTS`` lists the kinds whose rules also serve complex values, and how.
 
 >>> from graphc.type.kinds import KINDS
 >>> sorted(set(KINDS) - set(GRADIENTS) - NON_DIFFERENTIABLE)
@@ -21,6 +22,17 @@ from ..type.errors import GraphError
 GRADIENTS: dict = {}
 #: kinds that pass no gradient on; filled by the op definitions too
 NON_DIFFERENTIABLE: set = set()
+
+#: ``COMPLEX_GRADIENTS[kind]`` says how the kind's rule serves complex values (a node
+#: or input of a complex dtype); a kind not listed refuses them. Cotangents of complex
+#: values follow PyTorch's convention, ``dL/dRe z + i dL/dIm z`` for a real loss ``L``.
+#: :data:`HOLOMORPHIC`: the rule is the real derivative formula, analytic in the
+#: inputs, and applies conjugated (``conj(rule(conj(g)))``); :data:`DIRECT`: the rule
+#: already gives the convention's cotangents (real-linear maps, re-indexing, ``abs``,
+#: ``real``, the FFTs, ``eig``). Filled by the op definitions (their ``complex_grad``).
+COMPLEX_GRADIENTS: dict = {}
+HOLOMORPHIC = "holomorphic"
+DIRECT = "direct"
 
 
 def delay_grad(ns, op, inputs, output, g, needs=None):

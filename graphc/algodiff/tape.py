@@ -29,7 +29,7 @@ import numpy as np
 
 from ..operator.elementwise import power_shortcut
 from ..type.errors import DTypeError, ShapeError
-from .common import is_float
+from .common import carries_gradient
 from .reverse import backward, check_loss
 
 #: each grad call traces at its own level, so a tape reached from another call
@@ -197,9 +197,7 @@ def record(compute, op, parents):
     """
     values = [p.value if p.__class__ is Traced else p for p in parents]
     out = compute(op, values)
-    # complex results stay on the tape only so that a gradient through one is refused
-    # (reverse.backward), not silently zero
-    if not is_float(out.dtype) and out.dtype.kind != "c":
+    if not carries_gradient(out.dtype):
         return out
     level = max(p.level for p in parents if p.__class__ is Traced)
     return Traced(out, op, tuple(parents), level)
@@ -233,9 +231,10 @@ def _value_and_grad(f, argnums, args, kwargs):
     leaves = []
     for i in nums:
         value = np.asarray(args[i])
-        if not is_float(value.dtype):
+        if not carries_gradient(value.dtype):
             raise DTypeError(f"grad: argument {i} has dtype {value.dtype}; gradients are taken "
-                             "with respect to floating-point arrays (pass a float array)")
+                             "with respect to floating-point (real or complex) arrays (pass a "
+                             "float array)")
         leaf = Traced(value, None, (), level)
         leaves.append(leaf)
         args[i] = leaf
@@ -278,7 +277,8 @@ def _checked_parents(level):
 def value_and_grad(f, argnums=0):
     """A function returning ``(f(*args), gradient)``: the scalar value of ``f`` and
     its gradient with respect to the positional arguments ``argnums`` (an int:
-    one array; a tuple: a tuple of arrays, each of its argument's shape and dtype).
+    one array; a tuple: a tuple of arrays, each of its argument's shape and dtype;
+    ``dL/dRe + i dL/dIm`` for a complex argument).
 
     Example::
 

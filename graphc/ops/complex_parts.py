@@ -2,8 +2,10 @@
 functions) for complex inputs; ``N.real``, ``N.imag``, ``N.conj`` and ``N.angle`` give
 real inputs their NumPy meaning without an op. One definition each.
 
-Reverse mode refuses paths through complex values (:mod:`graphc.algodiff.reverse`),
-so these carry no gradient rule yet; ONNX has no complex element type.
+Their gradients are written in reverse mode's convention for complex values (the
+cotangent ``dL/dRe z + i dL/dIm z``, :mod:`graphc.algodiff.rules`): ``real(z)``
+passes ``g`` on as ``g + 0i``, ``imag(z)`` as ``i g``, ``conj(z)`` as ``conj(g)``.
+ONNX has no complex element type.
 
 >>> from graphc.ops import DEFINITIONS
 >>> DEFINITIONS["imag"].reference
@@ -13,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .definition import NO_GRADIENT, OpDef, Refused, define
+from ..algodiff.elementwise import unary_rule
+from ..algodiff.rules import DIRECT
+from .definition import OpDef, Refused, define
 
 _NO_ONNX = Refused("ONNX has no complex element type")
 
@@ -31,8 +35,14 @@ def _kernel(function):
     return build
 
 
+#: the cotangent of the complex input, given the part's ``g`` (unary_rule fits the dtype)
+_GRADIENTS = {"real": lambda ns, op, z, y, g: g,
+              "imag": lambda ns, op, z, y, g: ns.multiply(g, 1j),
+              "conjugate": lambda ns, op, z, y, g: ns.conj(g)}
+
 define(*(OpDef(name, "complex", 1, f"numpy.{name}", shape=shape, kernel=_kernel(function),
-               reads_strided=True, grad=NO_GRADIENT, onnx=_NO_ONNX)
+               reads_strided=True, grad=unary_rule(_GRADIENTS[name]), complex_grad=DIRECT,
+               onnx=_NO_ONNX)
          for name, function, shape in (
              ("real", np.real, _part_shape), ("imag", np.imag, _part_shape),
              ("conjugate", np.conjugate, lambda op, parents: (parents[0].shape,

@@ -19,6 +19,7 @@ numba         ``graphc.engine.numba_codegen.NUMBA_EXPRESSIONS`` the generated CP
 generated     ``graphc.engine.cpu_kernels.GENERATED_KERNELS``   ``kernels="generated"``
 grad          ``graphc.algodiff.rules.GRADIENTS`` (or           ``grad``, the tape
               ``NON_DIFFERENTIABLE``)
+complex_grad  ``graphc.algodiff.rules.COMPLEX_GRADIENTS``       ``grad`` on complex values
 onnx          ``graphc.onnx.export_ops.EXPORTERS`` (or          ``graphc.onnx.save``
               ``REFUSED``)
 names         the operator layer's public-name tables           ``graphc.ndarray``, ``eager``
@@ -77,6 +78,8 @@ class OpDef(OpKind):
     kernel for a kind that is not elementwise, ``(op, ins, out, ctx, parallel) ->
     callable or None`` (see ``GENERATED_KERNELS``); ``grad(ns, op, inputs,
     output, g, needs=None) -> [gradient per input]`` or :data:`NO_GRADIENT`;
+    ``complex_grad``: how ``grad`` serves complex values, ``"holomorphic"`` or
+    ``"direct"`` (see ``graphc.algodiff.rules.COMPLEX_GRADIENTS``; ``None`` refuses them);
     ``onnx(ctx, op, ins, out) -> name``, the name of a one-to-one ONNX operator
     (``onnx_name``, exported by the family's generic exporter) or :class:`Refused`;
     ``names``: the public functions (``N.<name>``) that build it. ``smooth_on``: an
@@ -90,6 +93,7 @@ class OpDef(OpKind):
     numba: Optional[Mapping] = None
     generated: Optional[Callable] = None
     grad: object = None
+    complex_grad: Optional[str] = None
     onnx: object = None
     onnx_name: Optional[str] = None
     names: tuple = ()
@@ -129,6 +133,12 @@ def define(*definitions: OpDef) -> None:
             _gradients.NON_DIFFERENTIABLE.add(d.name)
         elif d.grad is not None:
             _gradients.GRADIENTS[d.name] = d.grad
+        if d.complex_grad is not None:
+            if d.complex_grad not in (_gradients.HOLOMORPHIC, _gradients.DIRECT):
+                raise ValueError(f"op kind {d.name!r}: complex_grad must be "
+                                 f"{_gradients.HOLOMORPHIC!r} or {_gradients.DIRECT!r}, "
+                                 f"got {d.complex_grad!r}")
+            _gradients.COMPLEX_GRADIENTS[d.name] = d.complex_grad
         if isinstance(d.onnx, Refused):
             if d.onnx is not LEAF:
                 _exporters.REFUSED[d.name] = d.onnx.reason

@@ -25,6 +25,7 @@ import math
 
 from ..algodiff.elementwise import binary_rule, fused_rule, unary_rule
 from ..algodiff.common import fit, wants
+from ..algodiff.rules import DIRECT, HOLOMORPHIC
 from ..engine import cpu_kernels as kernels
 from ..engine.cuda_codegen import IDENTITY_EXACT, SAME, every_class, math_call, wrapping
 from ..engine.numba_codegen import numpy_call, wrapped
@@ -48,7 +49,7 @@ def _one_minus_square_root(ns, x):
 
 def _log_base(name, ln_base) -> "OpDef":
     """``log2`` or ``log10``: log(x) / ln(base) in ONNX, which has only the natural log."""
-    return unary(name, **math_function(name), smooth_on=(0.2, 3.0),
+    return unary(name, **math_function(name), smooth_on=(0.2, 3.0), complex_grad=HOLOMORPHIC,
                  grad=lambda ns, op, x, y, g: ns.divide(g, ns.multiply(x, ln_base)),
                  onnx=lambda ctx, op, ins, out: ctx.op("Div", [
                      ctx.op("Log", [ctx.cast(ins[0], out.dtype)]),
@@ -121,16 +122,24 @@ def _negated(ns, op, a, b, y, g):
 
 
 # -- unary --------------------------------------------------------------------------------
+def _absolute_grad(ns, op, x, y, g):
+    """``g sign(x)``; for a complex ``z``, the convention's cotangent ``g z / |z|``
+    (0 at 0: NumPy before 2.0 gives a complex number the sign of its real part)."""
+    if x.dtype.kind != "c":
+        return ns.multiply(g, ns.sign(x))
+    return ns.multiply(g, ns.divide(x, ns.where(ns.equal(y, 0), 1.0, y)))
+
+
 define(
-    unary("negative", names=("negative", "neg"),
+    unary("negative", complex_grad=DIRECT, names=("negative", "neg"),
           expr={"f": "-{0}", "i": "({T})(({U})0 - ({U}){0})"},
           numba={"f": "-{0}", "i": wrapped("-{0}")},
           grad=lambda ns, op, x, y, g: ns.negative(g), onnx="Neg"),
-    unary("absolute", names=("abs", "absolute"), smooth_on=(0.1, 2.0),
+    unary("absolute", complex_grad=DIRECT, names=("abs", "absolute"), smooth_on=(0.1, 2.0),
           expr={"f": "fabs{m}({0})", "i": "{0} < 0 ? ({T})(({U})0 - ({U}){0}) : {0}",
                 "b": "{0}"},
           numba={"f": "np.abs({0})", "i": wrapped("abs({0})"), "b": "{0}"},
-          grad=lambda ns, op, x, y, g: ns.multiply(g, ns.sign(x)), onnx="Abs", identity_on="b"),
+          grad=_absolute_grad, onnx="Abs", identity_on="b"),
     unary("sign", expr={"f": "{0} > 0 ? ({T})1 : ({0} < 0 ? ({T})-1 : ({0} == 0 ? ({T})0 : {0}))",
                         "i": "({T})(({0} > 0) - ({0} < 0))"},
           numba={"f": "{T}(1) if {0} > 0 else ({T}(-1) if {0} < 0 else ({T}(0) if {0} == 0 "
@@ -138,63 +147,73 @@ define(
                  "i": wrapped("int({0} > 0) - int({0} < 0)")},
           grad=NO_GRADIENT, onnx="Sign"),
     # the generated exp is arithmetic on float32 (it vectorises), the C library's on float64
-    unary("exp", expr=math_call("exp"), numba={"f": "graphc_exp_{S}({0})"},
+    unary("exp", complex_grad=HOLOMORPHIC,
+          expr=math_call("exp"), numba={"f": "graphc_exp_{S}({0})"},
           grad=lambda ns, op, x, y, g: ns.multiply(g, y), onnx="Exp"),
-    unary("log", **math_function("log"), smooth_on=(0.2, 3.0),
+    unary("log", complex_grad=HOLOMORPHIC, **math_function("log"), smooth_on=(0.2, 3.0),
           grad=lambda ns, op, x, y, g: ns.divide(g, x), onnx="Log"),
     _log_base("log2", _LN2),
-    unary("log1p", **math_function("log1p"), smooth_on=(-0.8, 3.0),
+    unary("log1p", complex_grad=HOLOMORPHIC, **math_function("log1p"), smooth_on=(-0.8, 3.0),
           grad=lambda ns, op, x, y, g: ns.divide(g, ns.add(x, 1.0)), onnx=onnx.log1p_export),
-    unary("expm1", **math_function("expm1"),
+    unary("expm1", complex_grad=HOLOMORPHIC, **math_function("expm1"),
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.add(y, 1.0)), onnx=onnx.expm1_export),
-    unary("sqrt", **math_function("sqrt"), smooth_on=(0.2, 3.0),
+    unary("sqrt", complex_grad=HOLOMORPHIC, **math_function("sqrt"), smooth_on=(0.2, 3.0),
           grad=lambda ns, op, x, y, g: ns.divide(ns.multiply(g, 0.5), y), onnx="Sqrt"),
-    unary("square", expr={"f": "graphc_mul_{s}({0}, {0})", "i": "({T})(({U}){0} * ({U}){0})"},
+    unary("square", complex_grad=HOLOMORPHIC,
+          expr={"f": "graphc_mul_{s}({0}, {0})", "i": "({T})(({U}){0} * ({U}){0})"},
           numba={"f": "{0} * {0}", "i": wrapped("{0} * {0}")},
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.multiply(x, 2.0)),
           onnx=onnx.square_export),
-    unary("reciprocal", expr={"f": "({T})1 / {0}"}, numba={"f": "{T}(1) / {0}"}, smooth_on=(0.3, 3.0),
+    unary("reciprocal", complex_grad=HOLOMORPHIC,
+          expr={"f": "({T})1 / {0}"}, numba={"f": "{T}(1) / {0}"}, smooth_on=(0.3, 3.0),
           grad=lambda ns, op, x, y, g: ns.negative(ns.multiply(g, ns.square(y))),
           onnx=onnx.reciprocal_export),
-    unary("sin", **math_function("sin"), grad=lambda ns, op, x, y, g: ns.multiply(g, ns.cos(x)),
+    unary("sin", complex_grad=HOLOMORPHIC,
+          **math_function("sin"), grad=lambda ns, op, x, y, g: ns.multiply(g, ns.cos(x)),
           onnx="Sin"),
-    unary("cos", **math_function("cos"),
+    unary("cos", complex_grad=HOLOMORPHIC, **math_function("cos"),
           grad=lambda ns, op, x, y, g: ns.negative(ns.multiply(g, ns.sin(x))), onnx="Cos"),
-    unary("tan", **math_function("tan"), smooth_on=(-1.2, 1.2),
+    unary("tan", complex_grad=HOLOMORPHIC, **math_function("tan"), smooth_on=(-1.2, 1.2),
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.add(ns.square(y), 1.0)), onnx="Tan"),
-    unary("arcsin", **math_function("asin", "arcsin"), smooth_on=(-0.8, 0.8),
+    unary("arcsin", complex_grad=HOLOMORPHIC,
+          **math_function("asin", "arcsin"), smooth_on=(-0.8, 0.8),
           names=("arcsin", "asin"),
           grad=lambda ns, op, x, y, g: ns.divide(g, _one_minus_square_root(ns, x)),
           onnx="Asin"),
-    unary("arccos", **math_function("acos", "arccos"), smooth_on=(-0.8, 0.8),
+    unary("arccos", complex_grad=HOLOMORPHIC,
+          **math_function("acos", "arccos"), smooth_on=(-0.8, 0.8),
           names=("arccos", "acos"),
           grad=lambda ns, op, x, y, g: ns.negative(ns.divide(g, _one_minus_square_root(ns, x))),
           onnx="Acos"),
-    unary("arctan", **math_function("atan", "arctan"), names=("arctan", "atan"),
+    unary("arctan", complex_grad=HOLOMORPHIC,
+          **math_function("atan", "arctan"), names=("arctan", "atan"),
           grad=lambda ns, op, x, y, g: ns.divide(g, ns.add(ns.square(x), 1.0)), onnx="Atan"),
-    unary("sinh", **math_function("sinh"), smooth_on=(-3.0, 3.0),
+    unary("sinh", complex_grad=HOLOMORPHIC, **math_function("sinh"), smooth_on=(-3.0, 3.0),
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.cosh(x)), onnx="Sinh"),
-    unary("cosh", **math_function("cosh"), smooth_on=(-3.0, 3.0),
+    unary("cosh", complex_grad=HOLOMORPHIC, **math_function("cosh"), smooth_on=(-3.0, 3.0),
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.sinh(x)), onnx="Cosh"),
-    unary("arcsinh", **math_function("asinh", "arcsinh"), names=("arcsinh", "asinh"),
+    unary("arcsinh", complex_grad=HOLOMORPHIC,
+          **math_function("asinh", "arcsinh"), names=("arcsinh", "asinh"),
           grad=lambda ns, op, x, y, g: ns.divide(g, ns.sqrt(ns.add(ns.square(x), 1.0))),
           onnx="Asinh"),
-    unary("arccosh", **math_function("acosh", "arccosh"), smooth_on=(1.2, 3.0),
+    unary("arccosh", complex_grad=HOLOMORPHIC,
+          **math_function("acosh", "arccosh"), smooth_on=(1.2, 3.0),
           names=("arccosh", "acosh"),
           grad=lambda ns, op, x, y, g: ns.divide(
               g, ns.sqrt(ns.multiply(ns.subtract(x, 1.0), ns.add(x, 1.0)))),
           onnx="Acosh"),
-    unary("arctanh", **math_function("atanh", "arctanh"), smooth_on=(-0.8, 0.8),
+    unary("arctanh", complex_grad=HOLOMORPHIC,
+          **math_function("atanh", "arctanh"), smooth_on=(-0.8, 0.8),
           names=("arctanh", "atanh"),
           grad=lambda ns, op, x, y, g: ns.divide(
               g, ns.multiply(ns.subtract(1.0, x), ns.add(1.0, x))),
           onnx="Atanh"),
     _log_base("log10", _LN10),
-    unary("exp2", **math_function("exp2"), smooth_on=(-3.0, 3.0),
+    unary("exp2", complex_grad=HOLOMORPHIC, **math_function("exp2"), smooth_on=(-3.0, 3.0),
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.multiply(y, _LN2)),
           onnx=lambda ctx, op, ins, out: ctx.op("Pow", [
               ctx.scalar(2.0, out.dtype), ctx.cast(ins[0], out.dtype)], out=out.name)),
-    unary("tanh", **math_function("tanh"),
+    unary("tanh", complex_grad=HOLOMORPHIC, **math_function("tanh"),
           grad=lambda ns, op, x, y, g: ns.multiply(g, ns.subtract(1.0, ns.square(y))),
           onnx="Tanh"),
     unary("floor", **_exact_on_integers("floor"), grad=NO_GRADIENT,
@@ -231,9 +250,11 @@ define(
           grad=lambda ns, op, x, y, g: ns.where(ns.greater(y, 0), g, 0.0),
           onnx=onnx.relu_export),
     # float -> float only (other casts carry no gradient); the driver casts g back
-    unary("astype", reference="numpy.ndarray.astype", shape=shapes.astype, kernel=kernels.copy,
+    unary("astype", complex_grad=DIRECT,
+          reference="numpy.ndarray.astype", shape=shapes.astype, kernel=kernels.copy,
           expr=SAME, numba=SAME, grad=_g, onnx=onnx.astype_export),
-    unary("copy", shape=shapes.same, kernel=kernels.copy, expr=SAME, numba=SAME, grad=_g, onnx="Identity",
+    unary("copy", complex_grad=DIRECT,
+          shape=shapes.same, kernel=kernels.copy, expr=SAME, numba=SAME, grad=_g, onnx="Identity",
           identity_on="biu"),
 )
 
@@ -266,7 +287,8 @@ def _power_base(ns, op, a, b, y, g):
 
 
 def _power_exponent(ns, op, a, b, y, g):
-    positive = ns.greater(a, 0)
+    # a complex base has a logarithm wherever it is not 0
+    positive = ns.not_equal(a, 0) if a.dtype.kind == "c" else ns.greater(a, 0)
     log_a = ns.log(ns.where(positive, a, 1.0))
     return ns.multiply(g, ns.where(positive, ns.multiply(y, log_a), 0.0))
 
@@ -307,20 +329,23 @@ def _logical(name, c_operator, onnx_op, py_operator=None):
 
 
 define(
-    binary("add", expr={"f": "{0} + {1}", "i": wrapping("+"), "b": "{0} || {1}"},
+    binary("add", complex_grad=DIRECT,
+           expr={"f": "{0} + {1}", "i": wrapping("+"), "b": "{0} || {1}"},
            numba={"f": "{0} + {1}", "i": wrapped("{0} + {1}"), "b": "{0} or {1}"},
            grad=(_passed, _passed), onnx=onnx.arithmetic_exporter("Add", on_bool="Or"),
            commutative=True),
-    binary("subtract", expr={"f": "{0} - {1}", "i": wrapping("-")},
+    binary("subtract", complex_grad=DIRECT, expr={"f": "{0} - {1}", "i": wrapping("-")},
            numba={"f": "{0} - {1}", "i": wrapped("{0} - {1}")}, grad=(_passed, _negated),
            onnx=onnx.arithmetic_exporter("Sub")),
-    binary("multiply", expr={"f": "graphc_mul_{s}({0}, {1})", "i": wrapping("*"),
+    binary("multiply", complex_grad=HOLOMORPHIC,
+           expr={"f": "graphc_mul_{s}({0}, {1})", "i": wrapping("*"),
                              "b": "{0} && {1}"},
            numba={"f": "{0} * {1}", "i": wrapped("{0} * {1}"), "b": "{0} and {1}"},
            grad=(lambda ns, op, a, b, y, g: ns.multiply(g, b),
                  lambda ns, op, a, b, y, g: ns.multiply(g, a)),
            onnx=onnx.arithmetic_exporter("Mul", on_bool="And"), commutative=True),
-    binary("divide", names=("divide", "true_divide"), expr={"f": "{0} / {1}"},
+    binary("divide", complex_grad=HOLOMORPHIC,
+           names=("divide", "true_divide"), expr={"f": "{0} / {1}"},
            numba={"f": "{0} / {1}"},
            grad=(lambda ns, op, a, b, y, g: ns.divide(g, b),
                  lambda ns, op, a, b, y, g: ns.negative(ns.divide(ns.multiply(g, y), b))),
@@ -328,7 +353,8 @@ define(
     binary("floor_divide", expr={"f": "graphc_floor_divide_{s}({0}, {1})"},
            numba={"f": "graphc_floor_divide({0}, {1})"}, grad=NO_GRADIENT,
            onnx=onnx.floor_divide_export),
-    binary("power", **math_function("pow", "power"), grad=(_power_base, _power_exponent),
+    binary("power", complex_grad=HOLOMORPHIC,
+           **math_function("pow", "power"), grad=(_power_base, _power_exponent),
            onnx=onnx.arithmetic_exporter("Pow")),
     # a - floor(a / b) * b, differentiable wherever floor(a / b) is locally constant
     binary("remainder", names=("remainder", "mod"), expr={"f": "graphc_remainder_{s}({0}, {1})"},
@@ -373,13 +399,14 @@ def _fma_grad(ns, op, inputs, output, g, needs=None):
 
 define(
     # where(cond, a, b) copies b then a under the mask: only b may be overwritten
-    OpDef("where", "ternary", 3, "numpy.where", (2,), shape=shapes.where,
+    OpDef("where", "ternary", 3, "numpy.where", (2,), shape=shapes.where, complex_grad=DIRECT,
           kernel=kernels.where, expr=every_class("{0} ? {1} : {2}"),
           numba=every_class("{1} if {0} else {2}"), grad=_where_grad, reads_strided=True,
           onnx=onnx.where_export, names=("where",)),
     # made by the optimiser only: a*b + c in one node (c is read after a*b is written,
     # so only a and b may share the result's memory); two roundings, as multiply-then-add
     OpDef("fma", "ternary", 3, None, (0, 1), shape=shapes.fma, kernel=kernels.fma,
+          complex_grad=HOLOMORPHIC,
           expr={"f": "graphc_mul_{s}({0}, {1}) + {2}",
                 "i": "({T})(({U}){0} * ({U}){1} + ({U}){2})"},
           numba={"f": "{0} * {1} + {2}", "i": wrapped("{0} * {1} + {2}")},

@@ -13,6 +13,7 @@ export replay the program, then the reduction.
 from __future__ import annotations
 
 from ..algodiff import reductions as grads
+from ..algodiff.rules import DIRECT, HOLOMORPHIC
 from ..engine import cpu_kernels as kernels
 from ..engine import fused_reduce as fused
 from ..engine import numba_kernels as generated
@@ -24,26 +25,30 @@ from .definition import NO_GRADIENT, OpDef, define
 
 
 def reduction(name, *, grad, onnx_export, names=None, kernel=kernels.reduction,
-              generated=None) -> OpDef:
+              generated=None, complex_grad=None) -> OpDef:
     """A reduction over ``axis`` (a sorted tuple or None) with ``keepdims``, computed
     by ``numpy.<name>``; ``N.<name>`` and any other ``names`` build it.
 
     Example: ``reduction("sum", grad=grads.sum_grad, onnx_export=reduction_exporter("ReduceSum"))``
     """
     return OpDef(name, "reduction", 1, f"numpy.{name}", shape=shapes.reduction, kernel=kernel,
-                 generated=generated, grad=grad, onnx=onnx_export, reads_strided=True,
+                 generated=generated, grad=grad, complex_grad=complex_grad,
+                 onnx=onnx_export, reads_strided=True,
                  names=(name,) if names is None else names)
 
 
 define(
-    reduction("sum", grad=grads.sum_grad, onnx_export=onnx.reduction_exporter("ReduceSum"),
+    reduction("sum", grad=grads.sum_grad, complex_grad=DIRECT,
+              onnx_export=onnx.reduction_exporter("ReduceSum"),
               generated=generated.reduction_kernel),
-    reduction("prod", grad=grads.prod_grad, onnx_export=onnx.reduction_exporter("ReduceProd")),
+    reduction("prod", grad=grads.prod_grad, complex_grad=HOLOMORPHIC,
+              onnx_export=onnx.reduction_exporter("ReduceProd")),
     reduction("max", names=("max", "amax"), grad=grads.extreme_grad,
               onnx_export=onnx.reduction_exporter("ReduceMax")),
     reduction("min", names=("min", "amin"), grad=grads.extreme_grad,
               onnx_export=onnx.reduction_exporter("ReduceMin")),
-    reduction("mean", grad=grads.mean_grad, onnx_export=onnx.reduction_exporter("ReduceMean"),
+    reduction("mean", grad=grads.mean_grad, complex_grad=DIRECT,
+              onnx_export=onnx.reduction_exporter("ReduceMean"),
               generated=generated.reduction_kernel),
     reduction("any", grad=NO_GRADIENT, onnx_export=onnx.any_all_export),
     reduction("all", grad=NO_GRADIENT, onnx_export=onnx.any_all_export),
@@ -56,13 +61,14 @@ define(
 define(
     # trans_a / trans_b flags: transposes folded in by the optimiser
     OpDef("matmul", "linalg", 2, "numpy.matmul", shape=shapes.matmul, kernel=kernels.matmul,
-          reads_strided=True,
+          reads_strided=True, complex_grad=HOLOMORPHIC,
           grad=grads.matmul_grad, onnx=onnx.matmul_export, names=("matmul",)),
     OpDef("dot", "linalg", 2, "numpy.dot", shape=shapes.dot, kernel=kernels.dot,
-          grad=grads.dot_grad, onnx=onnx.dot_export, names=("dot",), reads_strided=True),
+          grad=grads.dot_grad, onnx=onnx.dot_export, names=("dot",), reads_strided=True,
+          complex_grad=HOLOMORPHIC),
     OpDef("einsum", "linalg", 2, "numpy.einsum", shape=shapes.einsum, kernel=kernels.einsum,
           grad=grads.einsum_grad, onnx=onnx.einsum_export, names=("einsum",),
-          reads_strided=True),
+          reads_strided=True, complex_grad=HOLOMORPHIC),
 )
 
 

@@ -8,6 +8,7 @@ indexing, padding, tiling, repetition, flips, one-hot. One definition each.
 from __future__ import annotations
 
 from ..algodiff import shaping as grads
+from ..algodiff.rules import DIRECT, HOLOMORPHIC
 from ..engine import cpu_kernels as kernels
 from ..engine import update_kernels as updates
 from ..onnx import export_shape as onnx
@@ -31,6 +32,8 @@ def shape_op(name, arity, reference, *, grad, names=None, **facts) -> OpDef:
     # every shape kernel indexes or copies its inputs when it runs (tile's and repeat's
     # build-time reshapes only insert axes of length 1: views whatever the strides)
     facts.setdefault("reads_strided", True)
+    # re-indexing: the rules move cotangents, complex ones included, as they are
+    facts.setdefault("complex_grad", DIRECT)
     return OpDef(name, "shape", arity, reference, grad=grad,
                  names=(name,) if names is None else names, **facts)
 
@@ -48,6 +51,7 @@ define(
              grad=grads.gather_grad, names=("getitem",)),
     # x with the cells of a key updated; index arrays fed at run time may be out of range
     shape_op("scatter", None, "numpy.ufunc.at", overwrites=(0,), fallible=True,
+             complex_grad=HOLOMORPHIC,
              kernel=updates.scatter, grad=grads.scatter_grad, names=()),
     shape_op("take", 2, "numpy.take", fallible=True, grad=grads.take_grad),
     shape_op("pad", 1, "numpy.pad", grad=grads.pad_grad),

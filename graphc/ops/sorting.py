@@ -14,6 +14,7 @@ from ..algodiff import sorting as grads
 from ..engine import sorting_kernels as kernels
 from ..onnx import export_sorting as onnx
 from ..shape import sorting_rules as shapes
+from ..algodiff.rules import DIRECT, HOLOMORPHIC
 from .definition import NO_GRADIENT, OpDef, Refused, define
 
 define(
@@ -26,9 +27,11 @@ define(
           onnx=onnx.argsort_export, attributes=("axis", "stable"), names=("argsort",)),
     OpDef("cumsum", "sorting", 1, "numpy.cumsum", shape=shapes.cumulative,
           kernel=kernels.cumulative, reads_strided=True, grad=grads.cumsum_grad,
+          complex_grad=DIRECT,
           onnx=onnx.cumsum_export, attributes=("axis",), names=("cumsum",)),
     OpDef("cumprod", "sorting", 1, "numpy.cumprod", shape=shapes.cumulative,
           kernel=kernels.cumulative, reads_strided=True, grad=grads.cumprod_grad,
+          complex_grad=HOLOMORPHIC,
           onnx=Refused("ONNX has no cumulative product"), attributes=("axis",),
           names=("cumprod",)),
     OpDef("searchsorted", "sorting", 2, "numpy.searchsorted", shape=shapes.searchsorted,
@@ -38,7 +41,7 @@ define(
     # indices fed at run time may be out of range
     OpDef("take_along_axis", "sorting", 2, "numpy.take_along_axis",
           shape=shapes.take_along_axis, kernel=kernels.take_along_axis, fallible=True,
-          reads_strided=True, grad=grads.take_along_axis_grad,
+          reads_strided=True, grad=grads.take_along_axis_grad, complex_grad=DIRECT,
           onnx=onnx.take_along_axis_export, attributes=("axis",), names=("take_along_axis",)),
     # values outside [0, length) are dropped; with weights (parent 1) sums them in float64
     OpDef("bincount", "sorting", None, "numpy.bincount",
