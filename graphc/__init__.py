@@ -14,12 +14,12 @@ from . import ops  # noqa: F401  (first: the op definitions fill every layer's t
 from .compiler import Executable, compile, load
 from .checkpoint import Checkpoint, read_checkpoint
 from .tracing import State, TracedFunction, trace
-from .type.errors import (CommitError, DeviceError, DTypeError, GraphcError, GraphError,
-                          IndexOutOfRange, InputError, ShapeError)
+from .type.errors import (CommitError, DeviceError, DistributedError, DTypeError, GraphcError,
+                          GraphError, IndexOutOfRange, InputError, ShapeError)
 
 __version__ = "0.1.0"
 __all__ = ["compile", "load", "Executable", "trace", "TracedFunction", "State",
            "Checkpoint", "read_checkpoint",
            "GraphcError", "ShapeError", "DTypeError",
            "InputError", "GraphError", "DeviceError", "IndexOutOfRange", "CommitError",
-           "__version__"]
+           "DistributedError", "__version__"]

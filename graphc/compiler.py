@@ -127,6 +127,7 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
         started = time.perf_counter()
         single = isinstance(outputs, Node)
         source = Graph(inputs, [outputs] if single else list(outputs), updates)
+        _agree_across_ranks(source)
         graph, report, passes_run = source, [], ()
         passes = select_passes(optimise, fast_math)
         if passes:
@@ -168,6 +169,24 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _agree_across_ranks(graph) -> None:
+    """Each communicator a collective of ``graph`` names checks that its ranks built
+    the same graph (kinds, shapes, dtypes, edges, in order): a rank that built another
+    would otherwise exchange mismatched buffers or wait forever."""
+    communicators = {}
+    for node in graph.order:
+        communicator = node.op.get("communicator")
+        if communicator is not None:
+            communicators.setdefault(id(communicator), communicator)
+    if not communicators:
+        return
+    position = {id(n): i for i, n in enumerate(graph.order)}
+    lines = [f"{i}: {n.op.kind} {tuple(n.shape)} {n.dtype} of "
+             f"{[position[id(p)] for p in n.parents]}" for i, n in enumerate(graph.order)]
+    for communicator in communicators.values():
+        communicator.agree(lines, "compile")
 
 
 class Executable(Reports):

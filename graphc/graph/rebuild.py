@@ -51,7 +51,10 @@ NOT_SAVED = {"delay": "a delay node wraps Python code, and the format never stor
              "fused_reduce": "made by the optimiser only",
              "col2im": "made by the optimiser only",
              "loop": "a loop's body is a graph of its own, which the format does not hold "
-                     "yet", "loop_part": "a part of a loop's results"}
+                     "yet", "loop_part": "a part of a loop's results",
+             **{kind: "a collective holds its communicator (a live connection to other "
+                      "processes), which no file can: build the graph again on each rank"
+                for kind in ("all_reduce", "broadcast", "all_gather")}}
 #: nesting of tuples inside one attribute (padding is a tuple of pairs)
 MAX_ATTRIBUTE_DEPTH = 4
 _INT64 = 1 << 63

@@ -32,8 +32,10 @@ from .. import ndarray as N
 from ..algodiff.tape import Traced as _TapeValue
 from ..checkpoint import (Checkpoint, generator_state, random_state, read_checkpoint,
                           set_generator_state, set_random_state, write_checkpoint)
+from ..distributed.collectives import DEFAULT_BUCKET_BYTES
 from ..tracing import State, trace
 from ..type.errors import GraphError
+from .training import averaged_over_ranks
 
 #: names of the generators in a model's checkpoint: graphc.eager's, and one per
 #: batch shape trained through a graph ("train:64x1x28x28:64")
@@ -66,14 +68,18 @@ class CompiledModel:
 
     def compile(self, inputs, is_train: bool = True, use_graph: bool = True,
                 sequential: bool = True, *, optimiser=None, params: Optional[dict] = None,
-                seed: int = 0, **compile_options) -> None:
+                seed: int = 0, communicator=None, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+                **compile_options) -> None:
         """Get ready to train (``is_train``) or infer, eagerly (``use_graph=False``)
         or through compiled graphs (``sequential=False``: the parallel schedule).
         ``inputs`` are example batches (``[x]`` or ``[x, labels]``): with a graph the
         step for their shapes is traced and compiled now (other shapes later, on
         first use). The arrays start from ``params`` or ``init(seed)``, unless the
         model was compiled before (then training goes on from where it was).
-        ``compile_options`` go to :func:`graphc.compile`.
+        ``compile_options`` go to :func:`graphc.compile`. With a ``communicator``
+        (:mod:`graphc.distributed`) each step averages the gradients, running
+        statistics and loss over the ranks (fused all-reduces of about
+        ``bucket_bytes``), and fresh arrays start from rank 0's.
 
         Example: ``model.compile([xb, yb], is_train=True, use_graph=True, optimiser=SGD(0.1))``
         """
@@ -82,14 +88,17 @@ class CompiledModel:
                              "Adam)")
         if not hasattr(self, "_states") or params is not None:
             initial = self.init(seed) if params is None else params
-            self._states = {p.name: State(np.asarray(initial[p.name], np.float32), name=p.name)
-                            for p in self.specs()}
+            initial = {p.name: np.asarray(initial[p.name], np.float32) for p in self.specs()}
+            if communicator is not None:
+                initial = communicator.broadcast_arrays(initial, root=0)
+            self._states = {name: State(value, name=name) for name, value in initial.items()}
             self.steps = 0
         if optimiser is not None:
             self.optimiser = optimiser
             trainable = {n: self._states[n].numpy() for n in self.parameter_names()}
             self._slots = {name: State(value, name=name)
                            for name, value in optimiser.init_eager(trainable).items()}
+        self._communicator, self._bucket_bytes = communicator, bucket_bytes
         self.training, self.use_graph = bool(is_train), bool(use_graph)
         schedule = "serial" if sequential else "parallel"
         options = dict(compile_options, schedule=schedule, seed=seed)
@@ -134,10 +143,15 @@ class CompiledModel:
 
         loss, grads = ns.value_and_grad(loss_of, argnums=tuple(range(len(names))))(
             *[values[n] for n in names])
+        plain = {bn: tuple(_plain(v) for v in s) for bn, s in stats.items()}
+        running = self.running_stat_updates(ns, values, plain)
+        communicator = getattr(self, "_communicator", None)
+        if communicator is not None:
+            grads, running, loss = averaged_over_ranks(communicator, list(grads), running, loss,
+                                                       self._bucket_bytes)
         self.optimiser.apply(ns, {n: self._states[n] for n in names}, dict(zip(names, grads)),
                              self._slots)
-        plain = {bn: tuple(_plain(v) for v in s) for bn, s in stats.items()}
-        for name, value in self.running_stat_updates(ns, values, plain).items():
+        for name, value in running.items():
             self._states[name].assign(value)
         return loss
 

@@ -19,6 +19,8 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
+from ..distributed.collectives import shard
+
 #: where Debian's dataset-fashion-mnist installs its four gzipped IDX files
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 
@@ -197,16 +199,30 @@ def load_or_synthetic(directory=None, limit: Optional[int] = None, synthetic_n: 
         return Dataset(x, y, xt, yt, source="synthetic")
 
 
-def batches(x: np.ndarray, y: np.ndarray, batch: int, seed: Optional[int] = None):
+def batches(x: np.ndarray, y: np.ndarray, batch: int, seed: Optional[int] = None,
+            communicator=None):
     """Consecutive full batches ``(x[i:i+batch], y[i:i+batch])`` (shuffled first
     when ``seed`` is given); the remainder is dropped (graphs have static shapes).
 
+    With a ``communicator`` (data parallelism; every rank passes the same data and
+    seed), ``batch`` is each rank's share: the data goes in global batches of
+    ``batch * size`` rows, and this rank gets the ``rank``-th block of each, so the
+    ranks together see what one process would at ``batch * size``.
+
     Example: ``for xb, yb in batches(x, y, 64, seed=epoch): trainer.step(xb, yb)``
     """
+    if not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise ValueError(f"batches: batch must be a positive int, got {batch!r}")
+    if len(x) != len(y):
+        raise ValueError(f"batches: x has {len(x)} rows but y has {len(y)}")
+    size = 1 if communicator is None else communicator.size
     order = np.arange(len(x)) if seed is None else np.random.default_rng(seed).permutation(
         len(x))
-    for start in range(0, len(x) - batch + 1, batch):
-        index = order[start:start + batch]
+    step = batch * size
+    for start in range(0, len(x) - step + 1, step):
+        index = order[start:start + step]
+        if communicator is not None:
+            index = shard(index, communicator)
         yield np.ascontiguousarray(x[index]), np.ascontiguousarray(y[index])
 
 

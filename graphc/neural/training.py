@@ -25,7 +25,9 @@ import numpy as np
 
 from ..algodiff.reverse import grad
 from ..checkpoint import expected_variables, read_checkpoint, restore, save_values
+from ..distributed.collectives import DEFAULT_BUCKET_BYTES, all_reduce, fused_all_reduce
 from ..operator import NS as _LAZY
+from ..symbol.node import Node
 from .folding import fold_batchnorm, frozen
 from .layers import BN_MOMENTUM
 
@@ -150,10 +152,14 @@ def _plain(value) -> np.ndarray:
     return getattr(value, "value", value)
 
 
-def training_graph(model, optimiser, batch_shape, bn_momentum: float = BN_MOMENTUM):
+def training_graph(model, optimiser, batch_shape, bn_momentum: float = BN_MOMENTUM,
+                   communicator=None, bucket_bytes: int = DEFAULT_BUCKET_BYTES):
     """``(inputs, loss, updates, optimiser_state)`` of one training step, before
     compiling: variables ``x`` (float32 ``batch_shape``), ``labels`` (int64), one
-    per model array (by its name) and per optimiser state variable.
+    per model array (by its name) and per optimiser state variable. With a
+    ``communicator`` (data parallelism) the gradients are averaged over the ranks in
+    fused all-reduces of about ``bucket_bytes``, and so are the running statistics
+    and the loss, so every rank applies the same update.
 
     Example: ``inputs, loss, updates, state = training_graph(model, SGD(0.1), (8, 1, 28, 28))``
     """
@@ -167,9 +173,12 @@ def training_graph(model, optimiser, batch_shape, bn_momentum: float = BN_MOMENT
     loss = model.loss(N, logits, labels)
     trainable = model.parameter_names()
     grads = grad(loss, [variables[n] for n in trainable]) if trainable else []
+    running = model.running_stat_updates(N, variables, batch_stats, bn_momentum)
+    if communicator is not None:
+        grads, running, loss = averaged_over_ranks(communicator, grads, running, loss,
+                                                   bucket_bytes)
     state, updates = optimiser.graph_updates({n: variables[n] for n in trainable},
                                              dict(zip(trainable, grads)))
-    running = model.running_stat_updates(N, variables, batch_stats, bn_momentum)
     updates.update({variables[n]: value for n, value in running.items()})
     inputs = [x, labels, *variables.values(), *state]
     return inputs, loss, updates, state
@@ -177,6 +186,7 @@ def training_graph(model, optimiser, batch_shape, bn_momentum: float = BN_MOMENT
 
 def compile_training(model, optimiser, batch_shape, seed: int = 0,
                      params: Optional[dict] = None, bn_momentum: float = BN_MOMENTUM,
+                     communicator=None, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
                      **compile_options) -> Trainer:
     """Compile ``model``'s training step with ``optimiser`` for batches of
     ``batch_shape`` (N, C, H, W) and return a :class:`Trainer`. The parameters
@@ -184,19 +194,31 @@ def compile_training(model, optimiser, batch_shape, seed: int = 0,
     seeds the graph's random ops (dropout). ``compile_options`` go to
     ``graphc.compile`` (``plan="offsets"``, ``check=True``, ``optimise=...``).
 
+    With a ``communicator`` (:mod:`graphc.distributed`), every rank trains on its own
+    ``batch_shape`` batches (``batches(..., communicator=comm)`` shards them) and the
+    step averages gradients, running statistics and the loss over the ranks (fused
+    all-reduces of about ``bucket_bytes``; ``schedule="parallel"`` overlaps them with
+    the backward pass). Rank 0's initial parameters are broadcast to the others, and
+    each rank's random ops draw from ``seed + rank``.
+
     Example: ``trainer = compile_training(MnistCNN(), Adam(1e-3), (64, 1, 28, 28))``
     """
     from ..compiler import compile as compile_graph
 
-    inputs, loss, updates, state = training_graph(model, optimiser, batch_shape, bn_momentum)
-    executable = compile_graph(inputs, loss, updates, seed=seed, **compile_options)
+    inputs, loss, updates, state = training_graph(model, optimiser, batch_shape, bn_momentum,
+                                                  communicator, bucket_bytes)
+    rank = 0 if communicator is None else communicator.rank
+    executable = compile_graph(inputs, loss, updates, seed=seed + rank, **compile_options)
     initial = model.init(seed) if params is None else params
     names = [p.name for p in model.specs()]
     missing = [n for n in names if n not in initial]
     if missing:
         raise KeyError(f"compile_training: params lack {len(missing)} of the model's arrays, "
                        f"e.g. {missing[:3]}")
-    executable.assign(**{n: np.asarray(initial[n], np.float32) for n in names})
+    initial = {n: np.asarray(initial[n], np.float32) for n in names}
+    if communicator is not None:
+        initial = communicator.broadcast_arrays(initial, root=0)
+    executable.assign(**initial)
     executable.assign(**{var.name: value for var, value in state.items()})
     return Trainer(model, optimiser, executable, names, [v.name for v in state], batch_shape)
 
@@ -249,3 +271,33 @@ def _by_keyword(executable):
 
 __all__ = ["Trainer", "EagerTrainer", "training_graph", "compile_training", "compile_inference",
            "evaluate_accuracy"]
+
+
+def averaged_over_ranks(communicator, grads: list, running: dict, loss, bucket_bytes):
+    """Data parallelism's exchange: ``grads`` (in the model's order) averaged over the
+    ranks in fused all-reduces, issued last layer first (the order a backward pass
+    computes them), then the running statistics' new values, then the loss.
+
+    Example: ``grads, running, loss = averaged_over_ranks(comm, grads, running, loss,
+    4 << 20)``
+    """
+    reduced = fused_all_reduce(grads[::-1], communicator, "mean", bucket_bytes)[::-1]
+    last = [reduced[0]] if reduced else []
+    names = list(running)
+    stats = fused_all_reduce([running[n] for n in names], communicator, "mean",
+                             bucket_bytes, after=_root_of(last))
+    last = stats[-1:] or last
+    loss = all_reduce(loss, communicator, "mean", after=_root_of(last))
+    return reduced, dict(zip(names, stats)), loss
+
+
+def _root_of(values) -> list:
+    """The collectives graph nodes were sliced from (the chain's links); none for
+    arrays computed at once (their order is the order of the calls)."""
+    roots = []
+    for value in values:
+        if isinstance(value, Node):
+            while value.op.kind not in ("all_reduce", "broadcast", "all_gather"):
+                value = value.parents[0]
+            roots.append(value)
+    return roots

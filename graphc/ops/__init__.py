@@ -13,7 +13,7 @@ serves).
 True
 """
 from . import (control, creation, elementwise, formats, linalg, neural, reductions,  # noqa: F401
-               bitcast, complex_parts, detection, shaping, sorting)
+               bitcast, collectives, complex_parts, detection, shaping, sorting)
 from .definition import DEFINITIONS, LEAF, NO_GRADIENT, OpDef, Refused, define
 
 __all__ = ["DEFINITIONS", "OpDef", "define", "NO_GRADIENT", "Refused", "LEAF"]

@@ -67,3 +67,8 @@ class CommitError(GraphcError, RuntimeError):
     """A step that writes variables failed part-way through a run's commit (a bug,
     or memory exhausted): the variables it names may be partly updated, and the
     graph refuses to run until they are assigned again."""
+
+
+class DistributedError(GraphcError, RuntimeError):
+    """A collective operation that cannot complete: a rank that died or never joined
+    (after the communicator's timeout), or ranks whose graphs differ."""
