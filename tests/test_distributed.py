@@ -139,6 +139,21 @@ def test_agreement_names_the_first_difference():
         _TwoRanks("a\nb").agree(["a", "b", "c"], "compile")
 
 
+def test_stats_count_calls_and_bytes_and_arrays_broadcast_by_name():
+    comm = Local()
+    out = np.zeros(4, np.float32)
+    comm.all_reduce(np.ones(4, np.float32), out)
+    comm.all_gather(np.ones((2, 3)), np.zeros((2, 3)))
+    assert (comm.stats["calls"], comm.stats["bytes"]) == (2, 16 + 48)
+    assert comm.stats["seconds"] >= 0.0
+    arrays = {"b": np.arange(3.0), "a": np.ones((2, 2), np.float32)}
+    sent = comm.broadcast_arrays(arrays)
+    assert list(sent) == ["b", "a"]
+    for name in arrays:
+        assert_array_equal(sent[name], arrays[name])
+        assert sent[name] is not arrays[name]             # new arrays: the caller's untouched
+
+
 def test_mpi_without_mpi4py_says_what_to_install(monkeypatch):
     from graphc.distributed import mpi
     monkeypatch.setitem(sys.modules, "mpi4py", None)
@@ -238,9 +253,10 @@ def test_a_rank_that_dies_hangs_or_never_joins_is_an_error_within_the_timeout(
         tmp_path, scenario, cleanup):
     done, elapsed = _launch(tmp_path, 2, scenario, cleanup=cleanup)
     assert done.returncode != 0
-    seconds, message = (tmp_path / "rank0.txt").read_text().split("\n", 1)
+    # the subprocess's own timeout is the guard against a hang; no wall-clock assertion
+    message = (tmp_path / "rank0.txt").read_text().split("\n", 1)[1]
     assert "waited 4 s for the other ranks" in message
-    assert 4.0 <= float(seconds) < 30.0
+    assert "died, hangs, or never joined" in message
 
 
 def test_nccl_all_reduce_on_one_gpu():

@@ -79,7 +79,8 @@ class CompiledModel:
         ``compile_options`` go to :func:`graphc.compile`. With a ``communicator``
         (:mod:`graphc.distributed`) each step averages the gradients, running
         statistics and loss over the ranks (fused all-reduces of about
-        ``bucket_bytes``), and fresh arrays start from rank 0's.
+        ``bucket_bytes``), fresh arrays start from rank 0's, and each rank's graphs draw
+        their random ops from ``seed + rank``.
 
         Example: ``model.compile([xb, yb], is_train=True, use_graph=True, optimiser=SGD(0.1))``
         """
@@ -101,7 +102,9 @@ class CompiledModel:
         self._communicator, self._bucket_bytes = communicator, bucket_bytes
         self.training, self.use_graph = bool(is_train), bool(use_graph)
         schedule = "serial" if sequential else "parallel"
-        options = dict(compile_options, schedule=schedule, seed=seed)
+        # each rank's random ops (dropout) draw from a stream of their own
+        rank = 0 if communicator is None else communicator.rank
+        options = dict(compile_options, schedule=schedule, seed=seed + rank)
         self._train_graph = trace(functools.partial(self._train_step, N), **options)
         self._predict_graph = trace(functools.partial(self._predict, N), **options)
         # every training graph draws from its own generator, seeded with ``seed``:

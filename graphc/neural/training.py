@@ -28,6 +28,7 @@ from ..checkpoint import expected_variables, read_checkpoint, restore, save_valu
 from ..distributed.collectives import DEFAULT_BUCKET_BYTES, all_reduce, fused_all_reduce
 from ..operator import NS as _LAZY
 from ..symbol.node import Node
+from ..type.kinds import KINDS
 from .folding import fold_batchnorm, frozen
 from .layers import BN_MOMENTUM
 
@@ -297,7 +298,7 @@ def _root_of(values) -> list:
     roots = []
     for value in values:
         if isinstance(value, Node):
-            while value.op.kind not in ("all_reduce", "broadcast", "all_gather"):
+            while KINDS[value.op.kind].family != "collective":
                 value = value.parents[0]
             roots.append(value)
     return roots
