@@ -254,20 +254,25 @@ def _rows_view(array):
     return view
 
 
-def matmul(op, ins, out, ctx):
+def matmul_operands(op, ins, out):
+    """``(a, b, out)`` of a ``matmul`` node as one product reads them: transposed
+    operands as strided views (BLAS reads them without a copy), and a stack of
+    matrices times one matrix as one GEMM over all their rows, not one GEMM per
+    matrix (NumPy's loop): a transformer's (1, tokens, d) @ (d, e)."""
     a, b = ins
-    # a transposed operand is a strided view: BLAS reads it without a copy
     if op.get("trans_a"):
         a = a.swapaxes(-1, -2)
     if op.get("trans_b"):
         b = b.swapaxes(-1, -2)
     if a.ndim > 2 and b.ndim == 2 and not op.get("trans_a"):
-        # a stack of matrices times one matrix is one GEMM over all their rows, not
-        # one GEMM per matrix (NumPy's loop): a transformer's (1, tokens, d) @ (d, e)
         rows, out_rows = _rows_view(a), _rows_view(out)
         if rows is not None and out_rows is not None:
-            return partial(np.matmul, rows, b, out_rows)
-    return partial(np.matmul, a, b, out)
+            return rows, b, out_rows
+    return a, b, out
+
+
+def matmul(op, ins, out, ctx):
+    return partial(np.matmul, *matmul_operands(op, ins, out))
 
 
 def _scratch(ctx, nbytes):

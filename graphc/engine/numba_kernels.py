@@ -43,16 +43,40 @@ def available() -> str | None:
     global _numba, _problem
     with _lock:
         if _numba is None and _problem is None:
-            # OpenMP's threads would otherwise spin between kernels, taking the cores
-            # from BLAS's threads in the GEMM that follows (set before OpenMP starts;
-            # a value the user chose is kept)
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+            if "OMP_WAIT_POLICY" not in os.environ:    # before OpenMP starts; a policy
+                for name, value in wait_policy().items():   # the user chose is kept
+                    os.environ.setdefault(name, value)
             try:
                 import numba
                 _numba = numba
             except ImportError as e:   # pragma: no cover - numba is a dependency
                 _problem = f"Numba is not installed ({e}); pip install numba"
         return _problem
+
+
+#: OpenMP spin iterations a waiting thread makes before it sleeps when the team
+#: computes the GEMMs too (a few hundred microseconds here: the next kernel of a run
+#: finds it awake, and BLAS's own pool, idle during runs, still gets the core soon
+#: after one)
+SPIN_COUNT = 100_000
+
+
+def wait_policy() -> dict:
+    """How OpenMP's waiting threads wait, as the environment variables to set.
+
+    When the GEMMs run on the generated kernels' threads (:mod:`.numba_gemm`), the
+    team is the only pool working during a run: its threads spin a while between
+    kernels instead of sleeping (a kernel's launch then costs ~2 us, not the ~45 us
+    of waking a sleeping thread on a VM). Otherwise BLAS's threads run every GEMM, and
+    a spinning OpenMP thread would take their core: then they wait passively.
+
+    >>> wait_policy()["OMP_WAIT_POLICY"] in ("ACTIVE", "PASSIVE")
+    True
+    """
+    from .numba_gemm import blas_symbols
+    if isinstance(blas_symbols(), str):
+        return {"OMP_WAIT_POLICY": "PASSIVE"}
+    return {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": str(SPIN_COUNT)}
 
 
 def threading_layer() -> str:

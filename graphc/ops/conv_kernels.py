@@ -18,7 +18,8 @@ from functools import partial
 
 import numpy as np
 
-from ..engine.cpu_kernels import build_kernel, run_all
+from ..engine.conv_builders import generated_conv
+from ..engine.cpu_kernels import GENERATED_KERNELS, build_kernel, run_all
 from ..operator import Namespace
 from ..operator.conv_gemm import DECOMPOSITIONS
 from ..shape.rules import infer
@@ -40,11 +41,15 @@ class BindingNamespace(Namespace):
            [1., 1., 1.]])
     """
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, parallel=None):
         # no super().__init__(): its ``random`` would refer back to this namespace, and
         # that cycle would keep every workspace array alive until the cyclic collector
         # ran (eager mode builds one of these per convolution)
         self._ctx = ctx
+        # None: NumPy's kernels only; a bool: generated kernels where a kind has one
+        # (threaded or not), as the lowered graph's steps would run
+        self._parallel = parallel
+        self.generated = 0   # steps bound to a generated kernel
         self._steps = []     # (op, parents, the array the step writes)
 
     def _apply(self, op, parents):
@@ -82,9 +87,18 @@ class BindingNamespace(Namespace):
             steps[-1] = (op, parents, out.reshape(last.shape))
         else:
             tail = [partial(np.copyto, out, result)]
-        calls = [build_kernel(op, parents, array, self._ctx) for op, parents, array in steps]
+        calls = [self._kernel(op, parents, array) for op, parents, array in steps]
         self._steps = []     # the kernels hold what they need
         return run_all(calls + tail)
+
+    def _kernel(self, op, parents, array):
+        builder = None if self._parallel is None else GENERATED_KERNELS.get(op.kind)
+        kernel = None if builder is None else builder(op, parents, array, self._ctx,
+                                                      self._parallel)
+        if kernel is None:
+            return build_kernel(op, parents, array, self._ctx)
+        self.generated += 1
+        return kernel
 
 
 def decomposed_kernel(op, ins, out, ctx):
@@ -97,4 +111,21 @@ def decomposed_kernel(op, ins, out, ctx):
     return ns.program(DECOMPOSITIONS[op.kind](ns, *ins, op), out)
 
 
-__all__ = ["BindingNamespace", "decomposed_kernel"]
+def generated_decomposed(op, ins, out, ctx, parallel: bool):
+    """``OpDef.generated`` of the convolution kinds: the direct kernel
+    (:func:`~graphc.engine.conv_builders.generated_conv`) where it serves, else the
+    decomposition with generated kernels for its steps (a 1x1 convolution's GEMM on
+    the generated kernels' threads, :mod:`graphc.engine.numba_gemm`); ``None`` (the
+    NumPy kernel) when no step has one.
+
+    Example: ``generated_decomposed(op, [x, w], out, ctx, parallel=True)()``
+    """
+    direct = generated_conv(op, ins, out, ctx, parallel)
+    if direct is not None:
+        return direct
+    ns = BindingNamespace(ctx, parallel)
+    program = ns.program(DECOMPOSITIONS[op.kind](ns, *ins, op), out)
+    return program if ns.generated else None
+
+
+__all__ = ["BindingNamespace", "decomposed_kernel", "generated_decomposed"]

@@ -20,12 +20,11 @@ import numpy as np
 
 from ..algodiff import neural as grads
 from ..engine import neural_kernels as kernels
-from ..engine.conv_builders import generated_conv
 from ..engine.window_builders import generated_window
 from ..onnx import export_shape as onnx
 from ..shape import neural as shapes
 from ..type.errors import ShapeError
-from .conv_kernels import decomposed_kernel
+from .conv_kernels import decomposed_kernel, generated_decomposed
 from .definition import OpDef, Refused, define
 
 _BACKWARD = Refused("a gradient (training) op; ONNX export covers inference graphs")
@@ -49,13 +48,13 @@ def neural(name, arity, *, shape, kernel, grad, onnx_export=_BACKWARD, names=Non
 
 define(
     neural("conv2d", 2, shape=shapes.conv2d_rule, kernel=decomposed_kernel,
-           grad=grads.conv2d_grad, onnx_export=onnx.conv2d_export, generated=generated_conv),
+           grad=grads.conv2d_grad, onnx_export=onnx.conv2d_export, generated=generated_decomposed),
     neural("conv2d_backward_input", 2, shape=shapes.conv2d_backward_input_rule,
            kernel=decomposed_kernel, grad=grads.conv2d_backward_input_grad,
-           generated=generated_conv),
+           generated=generated_decomposed),
     neural("conv2d_backward_kernel", 2, shape=shapes.conv2d_backward_kernel_rule,
            kernel=decomposed_kernel, grad=grads.conv2d_backward_kernel_grad,
-           generated=generated_conv),
+           generated=generated_decomposed),
     neural("max_pool2d", 1, shape=shapes.pool_rule, kernel=kernels.max_pool2d,
            grad=grads.max_pool2d_grad, onnx_export=onnx.max_pool2d_export,
            generated=generated_window),

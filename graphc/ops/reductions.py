@@ -16,6 +16,7 @@ from ..algodiff import reductions as grads
 from ..algodiff.rules import DIRECT, HOLOMORPHIC
 from ..engine import cpu_kernels as kernels
 from ..engine import fused_reduce as fused
+from ..engine import numba_gemm
 from ..engine import numba_kernels as generated
 from ..onnx import export_ops as onnx
 from ..onnx.export import Value
@@ -61,7 +62,7 @@ define(
 define(
     # trans_a / trans_b flags: transposes folded in by the optimiser
     OpDef("matmul", "linalg", 2, "numpy.matmul", shape=shapes.matmul, kernel=kernels.matmul,
-          reads_strided=True, complex_grad=HOLOMORPHIC,
+          generated=numba_gemm.generated_matmul, reads_strided=True, complex_grad=HOLOMORPHIC,
           grad=grads.matmul_grad, onnx=onnx.matmul_export, names=("matmul",)),
     OpDef("dot", "linalg", 2, "numpy.dot", shape=shapes.dot, kernel=kernels.dot,
           grad=grads.dot_grad, onnx=onnx.dot_export, names=("dot",), reads_strided=True,

@@ -1,0 +1,275 @@
+"""Matrix products on the generated kernels' threads: one thread pool for everything.
+
+A compiled graph alternates GEMMs with generated loops. Left to themselves, BLAS
+(OpenBLAS's own threads) and the generated kernels (Numba's OpenMP team) are two
+pools on the same cores, and each pool's waiting threads take the cores the other
+needs: on two cores a GEMM followed by a threaded loop ran at one core's speed, or
+far worse whenever one pool spun while the other worked. Here a GEMM is cut into
+blocks (by rows or columns, and by matrix of a stack) that the OpenMP team computes
+side by side, each thread calling single-threaded BLAS (OpenBLAS's thread-local
+thread count) on its block through a pointer to the block and BLAS's leading
+dimensions, so strided operands (a transposed view, a column block) are read in
+place. BLAS's own pool then stays idle during a run, and the team may spin between
+kernels instead of sleeping (:func:`.numba_kernels.wait_policy`).
+
+Each element of the product is one of BLAS's dot products over the whole ``K``, as
+NumPy's own call computes it; the blocks change only which thread computes which
+elements (bits may still differ from NumPy's in the last place, where BLAS's kernel
+for an edge block orders its sums otherwise).
+
+It serves where NumPy's bundled OpenBLAS exports its CBLAS GEMMs and the per-thread
+thread count (OpenBLAS 0.3.27 or later); elsewhere (MKL, Accelerate, another build)
+:func:`gemm_kernel` returns ``None`` and NumPy's ``matmul`` runs as before.
+
+>>> import numpy as np
+>>> a, b = np.ones((64, 32), np.float32), np.ones((32, 48), np.float32)
+>>> out = np.empty((64, 48), np.float32)
+>>> run = gemm_kernel(a, b, out, threaded=True)
+>>> (run is None) or (run() or bool(np.all(out == 32)))
+True
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import math
+import os
+import threading
+from functools import partial
+
+import numpy as np
+
+_lock = threading.Lock()
+_state: dict = {}        # "functions": {dtype: (serial, parallel)}, or "problem": why not
+
+#: symbol names of NumPy's bundled OpenBLAS, newest build first: (sgemm, dgemm, int type)
+_SYMBOLS = (("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", ctypes.c_int64),
+            ("cblas_sgemm64_", "cblas_dgemm64_", ctypes.c_int64),
+            ("cblas_sgemm", "cblas_dgemm", ctypes.c_int))
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+#: floating-point operations below which a product runs on the calling thread alone
+#: (waking the team costs more than it saves)
+SERIAL_FLOPS = 1 << 18
+#: a block's rows or columns start at a multiple of this (a cache line of float32)
+ALIGN = 16
+
+
+def _blas_library():
+    """The shared library of NumPy's bundled BLAS, or ``None``."""
+    folder = os.path.dirname(np.__file__)
+    for pattern in ("numpy.libs/libscipy_openblas*.so*", "numpy.libs/libopenblas*.so*",
+                    "numpy/.dylibs/libscipy_openblas*.dylib", ".dylibs/libscipy_openblas*"):
+        found = sorted(glob.glob(os.path.join(os.path.dirname(folder), pattern))
+                       + glob.glob(os.path.join(folder, pattern)))
+        if found:
+            return found[0]
+    return None
+
+
+def blas_symbols():
+    """``(library path, sgemm symbol, dgemm symbol, "int64" or "int32")`` of NumPy's
+    bundled OpenBLAS when :func:`gemm_kernel` can call it, else the reason it cannot
+    (a string). Needs no Numba: the engine asks it before Numba starts its threads.
+
+    >>> isinstance(blas_symbols(), (tuple, str))
+    True
+    """
+    path = _blas_library()
+    if path is None:
+        return "NumPy's BLAS is not a bundled OpenBLAS"
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:     # pragma: no cover - the file is NumPy's own
+        return f"cannot load {path}: {e}"
+    if not hasattr(lib, "openblas_set_num_threads_local"):
+        return "NumPy's OpenBLAS predates openblas_set_num_threads_local (0.3.27)"
+    for s_name, d_name, blasint in _SYMBOLS:
+        if hasattr(lib, s_name) and hasattr(lib, d_name):
+            return path, s_name, d_name, "int64" if blasint is ctypes.c_int64 else "int32"
+    return "NumPy's OpenBLAS exports no CBLAS GEMM this knows"
+
+
+def _make_functions():
+    """The generated module's loops per dtype, or the reason there are none."""
+    found = blas_symbols()
+    if isinstance(found, str):
+        return found
+    path, s_name, d_name, blasint = found
+    from .numba_kernels import _load
+    module = _load(_module_source(path, {"float32": s_name, "float64": d_name}, blasint))
+    return {np.dtype(t): (getattr(module, f"serial_{t}"), getattr(module, f"parallel_{t}"))
+            for t in ("float32", "float64")}
+
+
+def _module_source(path: str, symbols: dict, blasint: str) -> str:
+    """A module of Numba loops over a product's blocks, calling the BLAS symbols by
+    name (so Numba caches their machine code on disk like every generated kernel).
+    A block is a row of ``tasks``: its rows, its columns and the byte offsets of its
+    A, B and C from the addresses given."""
+    lines = [
+        "# graphc: GEMM blocks on the generated kernels' threads (engine/numba_gemm.py)",
+        "from llvmlite import binding",
+        "from numba import njit, prange, types",
+        f"binding.load_library_permanently({path!r})",
+        f"_int = types.{blasint}",
+        "# this thread's BLAS calls run on this thread only while a block computes",
+        "local = types.ExternalFunction('openblas_set_num_threads_local', "
+        "types.intc(types.intc))",
+    ]
+    for dtype, symbol in symbols.items():
+        lines += [
+            f"gemm_{dtype} = types.ExternalFunction({symbol!r}, types.void(types.intc, "
+            f"types.intc, types.intc, _int, _int, _int, types.{dtype}, types.intp, _int, "
+            f"types.intp, _int, types.{dtype}, types.intp, _int))",
+            "",
+            "@njit(nogil=True, cache=True)",
+            f"def block_{dtype}(tasks, t, ta, tb, k, lda, ldb, ldc, pa, pb, pc):",
+            "    before = local(1)",
+            f"    gemm_{dtype}({_ROW_MAJOR}, ta, tb, tasks[t, 0], tasks[t, 1], k, 1.0, "
+            "pa + tasks[t, 2], lda, pb + tasks[t, 3], ldb, 0.0, pc + tasks[t, 4], ldc)",
+            "    local(before)",
+        ]
+        for name, loop, options in (("serial", "range", ""), ("parallel", "prange",
+                                                                ", parallel=True")):
+            lines += [
+                "",
+                f"@njit(nogil=True, cache=True{options})",
+                f"def {name}_{dtype}(tasks, ta, tb, k, lda, ldb, ldc, pa, pb, pc):",
+                f"    for t in {loop}(tasks.shape[0]):",
+                f"        block_{dtype}(tasks, t, ta, tb, k, lda, ldb, ldc, pa, pb, pc)",
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def _functions():
+    with _lock:
+        if not _state:
+            made = _make_functions()
+            _state["problem" if isinstance(made, str) else "functions"] = made
+        return _state.get("functions")
+
+
+def unavailable() -> str | None:
+    """``None`` when :func:`gemm_kernel` can serve here, else the reason.
+
+    >>> unavailable() is None or isinstance(unavailable(), str)
+    True
+    """
+    _functions()
+    return _state.get("problem")
+
+
+def _layout(strides, rows: int, cols: int, itemsize: int):
+    """How BLAS reads a (rows, cols) matrix with these byte ``strides``: ``(trans,
+    leading dimension, bytes from one row to the next, bytes from one column to the
+    next)``, or ``None`` when neither dimension is contiguous."""
+    sr, sc = strides
+    if sr < 0 or sc < 0 or sr % itemsize or sc % itemsize:
+        return None
+    if cols == 1 or sc == itemsize:
+        ld = sr // itemsize if rows > 1 else max(cols, 1)
+        if ld >= max(cols, 1):
+            return _NO_TRANS, ld, ld * itemsize, itemsize
+    if rows == 1 or sr == itemsize:
+        ld = sc // itemsize if cols > 1 else max(rows, 1)
+        if ld >= max(rows, 1):
+            return _TRANS, ld, itemsize, ld * itemsize
+    return None
+
+
+def _batch_offsets(array, batch) -> np.ndarray:
+    """Byte offset of each matrix of ``array`` (its stack broadcast to ``batch``)."""
+    if not batch:
+        return np.zeros(1, np.int64)
+    view = np.broadcast_to(array, tuple(batch) + array.shape[-2:])
+    strides = np.array(view.strides[:-2], np.int64)
+    return (np.indices(batch, dtype=np.int64).reshape(len(batch), -1).T @ strides)
+
+
+def _cuts(n: int, parts: int) -> list:
+    """``parts`` + 1 boundaries cutting ``n`` into near-equal blocks at multiples of
+    :data:`ALIGN` (fewer blocks when ``n`` is short)."""
+    parts = max(1, min(parts, -(-n // ALIGN)))
+    return sorted({min(n, ALIGN * round(n * p / parts / ALIGN)) for p in range(parts)} | {n})
+
+
+def gemm_kernel(a, b, out, threaded: bool):
+    """A kernel computing ``out[...] = a @ b`` (stacks broadcast as ``numpy.matmul``'s)
+    on the generated kernels' threads (a small product on the calling thread alone), or
+    ``None`` where NumPy's call must serve: not ``threaded`` (a parallel schedule's
+    steps share BLAS's threads, :mod:`.blas_threads`), vectors, other dtypes, no usable
+    BLAS, operands without a contiguous dimension.
+
+    Example: ``gemm_kernel(a, b, out, threaded=True)()`` fills ``out``.
+    """
+    if (not threaded or a.ndim < 2 or b.ndim < 2 or not a.dtype == b.dtype == out.dtype
+            or out.dtype not in (np.float32, np.float64) or out.size == 0
+            or a.shape[-1] == 0):
+        return None
+    from .numba_kernels import available, threading_layer
+    functions = _functions() if available() is None else None
+    if functions is None:
+        return None
+    size = out.dtype.itemsize
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch = out.shape[:-2]
+    la = _layout(a.strides[-2:], m, k, size)
+    lb = _layout(b.strides[-2:], k, n, size)
+    lc = _layout(out.strides[-2:], m, n, size)
+    if la is None or lb is None or lc is None or lc[0] != _NO_TRANS:
+        return None
+    offsets = [_batch_offsets(x, batch) for x in (a, b, out)]
+    count = len(offsets[2])
+    flops = 2 * m * n * k * count
+    threads = 1
+    if threaded and flops >= SERIAL_FLOPS and threading_layer():
+        import numba
+        threads = numba.get_num_threads()
+    # whole matrices when they share the threads evenly, else each cut in blocks
+    parts = 1 if count % threads == 0 else threads
+    by_rows = m >= n
+    cuts = _cuts(m if by_rows else n, parts)
+    tasks = []
+    for i in range(count):
+        for lo, hi in zip(cuts, cuts[1:]):
+            if by_rows:
+                tasks.append((hi - lo, n, offsets[0][i] + lo * la[2], offsets[1][i],
+                              offsets[2][i] + lo * lc[2]))
+            else:
+                tasks.append((m, hi - lo, offsets[0][i], offsets[1][i] + lo * lb[3],
+                              offsets[2][i] + lo * lc[3]))
+    serial, parallel = functions[out.dtype]
+    function = parallel if threads > 1 and len(tasks) > 1 else serial
+    args = (np.array(tasks, np.int64), la[0], lb[0], k, la[1], lb[1], lc[1],
+            _address(a), _address(b), _address(out))
+    import numba
+    from .numba_kernels import load_compiled
+    load_compiled(function, tuple(numba.typeof(x) for x in args))   # now, not in a run
+    return _Gemm(partial(function, *args), (a, b, out))
+
+
+def _address(array) -> int:
+    return array.__array_interface__["data"][0]
+
+
+class _Gemm:
+    """The bound call, holding the arrays whose memory it reads and writes."""
+
+    __slots__ = ("call", "arrays")
+
+    def __init__(self, call, arrays):
+        self.call, self.arrays = call, arrays
+
+    def __call__(self):
+        self.call()
+
+
+def generated_matmul(op, ins, out, ctx, parallel: bool):
+    """``OpDef.generated`` of ``matmul``: :func:`gemm_kernel` on the operands as
+    :func:`.cpu_kernels.matmul_operands` reads them (``None``: NumPy's kernel runs).
+
+    Example: ``generated_matmul(Op.make("matmul"), [a, b], out, None, True)()``
+    """
+    from .cpu_kernels import matmul_operands
+    return gemm_kernel(*matmul_operands(op, ins, out), threaded=parallel)
