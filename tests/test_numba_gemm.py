@@ -47,7 +47,7 @@ def product(a, b, threaded=True):
 
 
 @settings(max_examples=40, deadline=None)
-@given(m=st.integers(1, 70), k=st.integers(1, 40), n=st.integers(1, 70),
+@given(m=st.integers(2, 70), k=st.integers(1, 40), n=st.integers(2, 70),
        batch_a=st.sampled_from([(), (1,), (3,), (2, 1)]),
        batch_b=st.sampled_from([(), (1,), (3,), (1, 3)]),
        trans_a=st.booleans(), trans_b=st.booleans(),
@@ -102,6 +102,8 @@ def test_column_block_operands_read_in_place():
     (np.ones((4, 3), np.int64), np.ones((3, 2), np.int64), "integers"),
     (np.ones((4, 3), np.complex64), np.ones((3, 2), np.complex64), "complex"),
     (np.ones(3, np.float32), np.ones((3, 2), np.float32), "a vector"),
+    (np.ones((1, 3), np.float32), np.ones((3, 2), np.float32), "one row: GEMV"),
+    (np.ones((4, 3), np.float32), np.ones((3, 1), np.float32), "one column: GEMV"),
     (np.ones((4, 3), np.float32), np.ones((3, 2), np.float64), "mixed dtypes"),
     (np.ones((4, 6), np.float32)[:, ::2], np.ones((3, 2), np.float32), "no contiguous axis"),
     (np.ones((4, 0), np.float32), np.ones((0, 2), np.float32), "K = 0"),
