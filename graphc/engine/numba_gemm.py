@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import ctypes
 import glob
-import math
 import os
 import threading
 from functools import partial
@@ -227,10 +226,8 @@ def gemm_kernel(a, b, out, threaded: bool):
     offsets = [_batch_offsets(x, batch) for x in (a, b, out)]
     count = len(offsets[2])
     flops = 2 * m * n * k * count
-    threads = 1
-    if threaded and flops >= SERIAL_FLOPS and threading_layer():
-        import numba
-        threads = numba.get_num_threads()
+    import numba
+    threads = numba.get_num_threads() if flops >= SERIAL_FLOPS and threading_layer() else 1
     # whole matrices when they share the threads evenly, else each cut in blocks
     parts = 1 if count % threads == 0 else threads
     by_rows = m >= n
@@ -248,7 +245,6 @@ def gemm_kernel(a, b, out, threaded: bool):
     function = parallel if threads > 1 and len(tasks) > 1 else serial
     args = (np.array(tasks, np.int64), la[0], lb[0], k, la[1], lb[1], lc[1],
             _address(a), _address(b), _address(out))
-    import numba
     from .numba_kernels import load_compiled
     load_compiled(function, tuple(numba.typeof(x) for x in args))   # now, not in a run
     return _Gemm(partial(function, *args), (a, b, out))
