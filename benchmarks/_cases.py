@@ -121,3 +121,14 @@ CASES = {
     "resnet50_train": Case("resnet50", 8, 224, True, "sgd_momentum"),
     "mnist_train": Case("mnist_cnn", 100, 28, True, "adagrad"),
 }
+
+#: the GPU benchmark's cases (benchmarks/gpu.py, issue 19): inference at batch 1 (launch
+#: bound) and 32, ResNet50 training at batch 32, Owl's MNIST CNN training at batch 100
+GPU_CASES = {
+    "resnet50_infer_b1": Case("resnet50", 1, 224, False),
+    "resnet50_infer_b32": Case("resnet50", 32, 224, False),
+    "inceptionv3_infer_b1": Case("inception_v3", 1, 299, False),
+    "inceptionv3_infer_b32": Case("inception_v3", 32, 299, False),
+    "resnet50_train_b32": Case("resnet50", 32, 224, True, "sgd_momentum"),
+    "mnist_train_b100": Case("mnist_cnn", 100, 28, True, "adagrad"),
+}

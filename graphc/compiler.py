@@ -45,9 +45,10 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
             updates: Optional[Mapping[Node, Node]] = None, *, plan: str = "blocks",
             optimise=True, fast_math: bool = False, pinned: Sequence = (), seed=None,
             copy_outputs: bool = True, check: bool = False, schedule: str = "serial",
-            workers: Optional[int] = None, device: str = "cpu",
+            workers: Optional[int] = None, device: Optional[str] = None,
             kernels: Optional[str] = None, order: str = "memory",
-            views: bool = True, bind_inputs: bool = True, remat=None) -> "Executable":
+            views: bool = True, bind_inputs: bool = True, remat=None,
+            capture: bool = False, tf32: bool = False) -> "Executable":
     """Compile ``outputs`` (one node or a list) as functions of the variables
     ``inputs``; ``updates`` maps variables to the values they take after each
     run (a training step's weights).
@@ -74,7 +75,12 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     keeps the serial plan's memory, and a step reusing bytes waits for their
     earlier users instead. ``device="cuda"`` runs the same plan in GPU memory
     through CuPy (imported only then; a clear ``DeviceError`` says what is
-    missing), serially, outputs copied to the host. ``kernels`` picks how the CPU
+    missing), serially, outputs copied to the host; ``device=None`` (the default)
+    is ``$GRAPHC_DEVICE``, else ``"cpu"``. On the device, ``capture=True`` records
+    each run's kernels into a CUDA graph (from the second run with the same steps)
+    and replays it with one launch (:mod:`graphc.engine.cuda_graphs`;
+    ``stats()["captured_graphs"]``), and ``tf32=True`` lets float32 matrix products
+    use TF32 tensor cores (about 3e-4 relative error instead of float32's 1e-7). ``kernels`` picks how the CPU
     runs elementwise steps: ``"generated"`` (the default where Numba is installed;
     ``$GRAPHC_KERNELS`` changes the default) compiles each fused chain into one
     loop over memory, split across the cores, and keeps NumPy's calls where those
@@ -114,10 +120,11 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
         h1, y1 = g.run(x=X, w=W)
     """
     threads = worker_count(schedule, workers)     # checks the options before any work
+    device = check_device(device)
     kernels = kernel_choice(kernels)
     order = order_choice(order)
     remat = remat_choice(remat)
-    if check_device(device) != "cpu" and schedule != "serial":
+    if device != "cpu" and schedule != "serial":
         raise DeviceError(f"compile: schedule {schedule!r} runs steps on CPU threads; "
                           f"device {device!r} runs them in order on one stream (use "
                           "schedule='serial')")
@@ -154,8 +161,10 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
             check_plan(live, memory)
             if concurrent:
                 check_concurrent_plan(live, memory)
-        program = make_program(device, graph, live, memory, seed, threads, kernels)
-        runner = make_runner(schedule, graph, live, memory, program, workers)
+        program = make_program(device, graph, live, memory, seed, threads, kernels,
+                               capture=capture, tf32=tf32)
+        runner = program.wrap_runner(make_runner(schedule, graph, live, memory, program,
+                                                 workers))
         # what parallelism costs: the same graph planned for the serial order
         serial_bytes = (make_plan(serial_live, plan).planned_bytes if concurrent
                         else memory.planned_bytes)
@@ -247,7 +256,7 @@ class Executable(Reports):
 
     # -- inputs ------------------------------------------------------------------
     def _checked(self, feeds: Mapping, what: str = "run") -> dict[str, np.ndarray]:
-        return checked_feeds(self._vars, feeds, what)
+        return checked_feeds(self._vars, feeds, what, device=not self.program.host_views)
 
     def assign(self, **values) -> None:
         """Set variables to copies of ``values``; they keep them until the next

@@ -38,10 +38,13 @@ def _python_scalar(what: str, name: str, value, dtype: np.dtype) -> np.ndarray:
                          f"{value!r}, which is out of its range") from None
 
 
-def checked_feeds(variables: Mapping, feeds: Mapping, what: str = "run") -> dict:
+def checked_feeds(variables: Mapping, feeds: Mapping, what: str = "run",
+                  device: bool = False) -> dict:
     """``feeds`` as ``name -> array``, each checked against the input variable of
     that name in ``variables``; the first problem raises ``InputError`` naming
-    ``what`` (``run`` or ``assign``), the input and what it expects."""
+    ``what`` (``run`` or ``assign``), the input and what it expects. ``device``: the
+    graph runs on a GPU, which also takes arrays already in device memory (CuPy's,
+    or any with ``__cuda_array_interface__``): they are copied device to device."""
     checked = {}
     for name, value in feeds.items():
         var = variables.get(name)
@@ -53,8 +56,14 @@ def checked_feeds(variables: Mapping, feeds: Mapping, what: str = "run") -> dict
                              "array")
         if isinstance(value, (bool, int, float, complex)) and var.shape == ():
             value = _python_scalar(what, name, value, var.dtype)
+        on_device = hasattr(value, "__cuda_array_interface__")
+        if on_device and not device:
+            raise InputError(f"{what}: input {name!r} got a GPU array "
+                             f"({type(value).__module__}.{type(value).__name__}), but this "
+                             "graph runs on the CPU; pass a NumPy array (cupy.asnumpy) or "
+                             "compile with device='cuda'")
         try:
-            array = np.asarray(value)
+            array = value if on_device else np.asarray(value)
         except (ValueError, TypeError) as exc:
             raise InputError(f"{what}: input {name!r} expects shape {var.shape} dtype "
                              f"{var.dtype} but got a value that is not an array: "

@@ -91,6 +91,7 @@ class Reports:
             "rematerialised_values": self._remat.values if self._remat else 0,
             "remat_saved_bytes": self._remat.saved_bytes if self._remat else 0,
         })
+        stats.update(self.program.device_stats())
         return stats
 
     def _critical_path(self):

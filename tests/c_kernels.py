@@ -2,10 +2,17 @@
 wrapped in a C loop (the per-element body CuPy would run), compiled with gcc
 (once per source, new ones batched into one call) and called through ctypes.
 Shared by the code-generator tests and the device-program tests.
+
+With ``GRAPHC_TEST_GPU=1`` (on a machine with CuPy and an NVIDIA GPU) the same
+helpers launch the sources on the GPU instead, through the very backend
+``compile(device="cuda")`` uses (``graphc.engine.devices.cuda_backend``), so every
+test written against them checks the real kernels, with the same comparisons.
 """
 from __future__ import annotations
 
 import ctypes
+import functools
+import os
 import shutil
 import subprocess
 import tempfile
@@ -16,6 +23,21 @@ import pytest
 from graphc.engine.cuda_codegen import C_TYPES, PRELUDE, KernelSource
 
 GCC, NVCC = shutil.which("gcc"), shutil.which("nvcc")
+#: launch the sources on the GPU through CuPy instead of compiling them with gcc
+GPU = os.environ.get("GRAPHC_TEST_GPU") == "1"
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_backend():
+    """The backend ``device="cuda"`` uses (CuPy; its absence is an error, not a skip:
+    ``GRAPHC_TEST_GPU=1`` asks for the GPU)."""
+    from graphc.engine.devices import cuda_backend
+    return cuda_backend()
+
+
+def gpu_kernels():
+    """``(elementwise, raw)`` runners of sources on the GPU, or ``None`` off it."""
+    return (gpu_backend().elementwise, gpu_backend().raw) if GPU else None
 
 _BUILD = tempfile.TemporaryDirectory(prefix="graphc_cuda_codegen_")
 _FUNCTIONS: dict[str, tuple] = {}   # kernel name -> (source, ctypes function)
@@ -44,6 +66,9 @@ def _compile(sources, seen, functions, stem, c_text, symbol, arity):
     """Compile ``sources`` not compiled yet (all in one gcc call) and return their
     ctypes functions: ``c_text(new sources)`` is the C file, ``symbol(name)`` the
     function to call, ``arity(source)`` its pointer arguments (after ``n``)."""
+    if GPU:       # the GPU compiles each source when it is launched (run_kernel, run_raw)
+        seen.update((src.name, src) for src in sources)
+        return [None] * len(sources)
     if GCC is None:
         pytest.skip("gcc is not installed")
     new = {}
@@ -78,10 +103,16 @@ def load(sources):
 
 def run_kernel(src: KernelSource, inputs, shape) -> np.ndarray:
     """The kernel on NumPy ``inputs`` broadcast to ``shape`` (CuPy's job on the GPU)."""
-    (fn,) = load([src])
     arrays = [np.ascontiguousarray(np.broadcast_to(np.asarray(a), shape)) for a in inputs]
     assert [a.dtype.name for a in arrays] == [d for d, _ in _params(src.in_params)]
     out = np.empty(shape, _params(src.out_params)[0][0])
+    if GPU:
+        SEEN[src.name] = src
+        cp = gpu_backend().xp
+        device_out = cp.empty(shape, out.dtype)
+        gpu_backend().elementwise(src)(*[cp.asarray(a) for a in arrays], device_out)
+        return cp.asnumpy(device_out)
+    (fn,) = load([src])
     fn(out.size, *[a.ctypes.data for a in arrays], out.ctypes.data)
     return out
 
@@ -110,6 +141,13 @@ def load_raw(sources):
 
 def run_raw(src, inputs, out):
     """The raw kernel ``src`` on C-contiguous NumPy ``inputs``, writing ``out``."""
-    (fn,) = load_raw([src])
     arrays = [np.ascontiguousarray(a) for a in inputs]
+    if GPU:
+        RAW_SEEN[src.name] = src
+        cp = gpu_backend().xp
+        device_out = cp.asarray(out)        # what the kernel leaves unwritten shows
+        gpu_backend().raw(src)(*[cp.asarray(a) for a in arrays], device_out)
+        out[...] = cp.asnumpy(device_out)
+        return
+    (fn,) = load_raw([src])
     fn(src.threads, *[a.ctypes.data for a in arrays], out.ctypes.data)

@@ -35,7 +35,7 @@ from graphc.shape.rules import infer
 from graphc.type import Op
 from graphc.type.errors import ShapeError
 
-from c_kernels import _BUILD, GCC, NVCC, RAW_SEEN as SEEN, load_raw as load
+from c_kernels import _BUILD, GCC, NVCC, RAW_SEEN as SEEN, load_raw as load, run_raw
 from neural_reference import ref_max_pool_backward
 
 needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc is not installed")
@@ -44,11 +44,10 @@ STATS: Counter = Counter()           # what the properties exercised
 
 
 def run_source(src, inputs, out_shape, dtype):
-    (fn,) = load([src])
     arrays = [np.ascontiguousarray(a, dtype) for a in inputs]
     out = np.full(out_shape, 12345.0, dtype)  # every element must be written
     assert src.threads == out.size and len(src.args) == len(arrays) + 1
-    fn(src.threads, *[a.ctypes.data for a in arrays], out.ctypes.data)
+    run_raw(src, arrays, out)
     return out
 
 

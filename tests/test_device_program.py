@@ -15,7 +15,7 @@ import graphc.ndarray as N
 import graphc.neural as nn
 from graphc import DeviceError
 
-from c_kernels import GCC, run_kernel, run_raw
+from c_kernels import GCC, GPU, gpu_backend, run_kernel, run_raw
 from test_plan_random import build_graph, programs, random_inputs
 
 needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc is not installed")
@@ -57,7 +57,25 @@ def _raw(source):
     return kernel
 
 
+class CountingXp:
+    """Real CuPy (``GRAPHC_TEST_GPU=1``), its allocations counted as FakeCupy's are."""
+
+    def __init__(self, xp):
+        self._xp, self.allocations = xp, 0
+
+    def empty(self, shape, dtype):
+        self.allocations += 1
+        return self._xp.empty(shape, dtype)
+
+    def __getattr__(self, name):
+        return getattr(self._xp, name)
+
+
 def _backend():
+    """CuPy's own backend on the GPU (``GRAPHC_TEST_GPU=1``), else the stand-in."""
+    if GPU:
+        real = gpu_backend()
+        return devices.Backend(CountingXp(real.xp), real.elementwise, real.raw, real.rng)
     return devices.Backend(FakeCupy(), _elementwise, _raw)
 
 
@@ -173,8 +191,27 @@ def test_a_training_step_on_the_device_program_equals_the_cpu(fake_cuda):
 
 def test_what_the_device_program_cannot_run_is_refused_by_name(fake_cuda):
     x = N.var("x", (3,))
-    with pytest.raises(DeviceError, match="random_uniform.*host generator"):
-        graphc.compile([x], x + N.random.uniform(size=(3,)), device="cuda")
+    with pytest.raises(DeviceError, match="delay.*calls back into Python"):
+        graphc.compile([x], N.delay(np.negative, [x], (3,)), device="cuda")
+
+
+def test_random_ops_draw_on_the_device_generator(fake_cuda):
+    """Seeded draws: the same seed gives the same numbers, runs draw afresh, a
+    failed run puts the generator back, and the values follow their laws."""
+    x = N.var("x", (4000,))
+    drawn = [N.random.uniform(-1.0, 3.0, size=(4000,)), N.random.normal(2.0, 0.5, (4000,)),
+             N.random.bernoulli(0.25, (4000,)), x * N.random.uniform(size=(4000,))]
+    g = graphc.compile([x], drawn, device="cuda", seed=7)
+    X = np.ones(4000, np.float32)
+    first, second = g.run(x=X), g.run(x=X)
+    assert not np.array_equal(first[0], second[0])            # a fresh draw each run
+    g.seed(7)
+    np.testing.assert_array_equal(g.run(x=X)[1], first[1])    # seeded: reproducible
+    uniform, normal, bernoulli, scaled = first
+    assert -1.0 <= uniform.min() and uniform.max() < 3.0 and abs(uniform.mean() - 1.0) < 0.1
+    assert abs(normal.mean() - 2.0) < 0.05 and abs(normal.std() - 0.5) < 0.05
+    assert set(np.unique(bernoulli)) <= {0.0, 1.0} and abs(bernoulli.mean() - 0.25) < 0.04
+    assert 0.0 <= scaled.min() and scaled.max() < 1.0
 
 
 @needs_gcc

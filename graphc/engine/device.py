@@ -21,6 +21,7 @@ kernels compiled by a C compiler, so everything but CuPy itself is exercised.
 """
 from __future__ import annotations
 
+import copy
 from functools import partial
 
 import numpy as np
@@ -34,13 +35,40 @@ from . import cuda_window as window
 from .cuda_codegen import elementwise_kernel, supported
 
 #: kinds the device program cannot run yet, and why (said in the error)
-UNSUPPORTED = {"random_uniform": "draws on the host generator",
-               "random_normal": "draws on the host generator",
-               "random_bernoulli": "draws on the host generator",
-               "random_draw": "draws on the host generator",
-               "delay": "calls back into Python with host arrays",
+UNSUPPORTED = {"delay": "calls back into Python with host arrays",
                "loop": "runs its body as a graph compiled for the host",
                "loop_part": "reads a loop's results, which live on the host"}
+
+
+#: kinds whose kernel is a matrix product (cuBLAS): the ones ``tf32=True`` affects
+MATRIX_PRODUCTS = frozenset({"matmul", "dot", "einsum"})
+
+
+def _within(scope, call):
+    with scope():
+        call()
+
+
+class DeviceRunContext(RunContext):
+    """The run context of a device program: the random ops draw from ``make_rng(seed)``
+    (CuPy's generator, in device memory) instead of NumPy's. A failed run puts the
+    generator back (:attr:`draws`) as on the CPU."""
+
+    def __init__(self, seed, make_rng):
+        super().__init__(seed)
+        self._make_rng = make_rng
+        self.rng = make_rng(seed)
+
+    def seed(self, seed) -> None:
+        self.rng = self._make_rng(seed)
+
+    @property
+    def draws(self):
+        return copy.deepcopy(self.rng)
+
+    @draws.setter
+    def draws(self, saved) -> None:
+        self.rng = saved
 
 
 class DeviceProgram(Program):
@@ -48,8 +76,19 @@ class DeviceProgram(Program):
 
     host_views = False      # outputs always come back as host copies
 
-    def __init__(self, graph, live, plan, backend, seed=None):
-        self.xp, self.ctx = backend.xp, RunContext(seed)
+    def __init__(self, graph, live, plan, backend, seed=None, capture=False, tf32=False):
+        if capture and backend.capture is None:
+            raise DeviceError("compile(capture=True): this device backend cannot capture "
+                              "CUDA graphs")
+        if tf32 and backend.tf32 is None:
+            raise DeviceError("compile(tf32=True): this CuPy has no switch for TF32 matrix "
+                              "products (cupy._core._routines_linalg.set_compute_type)")
+        self._capture = backend.capture if capture else None
+        self._tf32 = backend.tf32 if tf32 else None
+        self.replay = None             # the GraphReplay runner, with capture=True
+        self.xp = backend.xp
+        self.ctx = (RunContext(seed) if backend.rng is None
+                    else DeviceRunContext(seed, backend.rng))
         self.bind(graph, live, plan)
         self.kernels, self.scratch_slots = [], []
         self.generated = 0             # steps that are one generated kernel each
@@ -73,6 +112,10 @@ class DeviceProgram(Program):
         if kind in UNSUPPORTED:
             raise DeviceError(f"compile(device=...): {node.label()} ({kind}) cannot run on the "
                               f"device yet: it {UNSUPPORTED[kind]}")
+        if kind == "random_draw" and not hasattr(self.ctx.rng, node.op["method"]):
+            raise DeviceError(f"compile(device=...): {node.label()} draws "
+                              f"random.{node.op['method']}, which the device's generator "
+                              f"({type(self.ctx.rng).__name__}) does not have")
         ins = [self.values[id(p)] for p in node.parents]
         out = self.values[id(node)]
         dtypes = [p.dtype.name for p in node.parents]
@@ -92,7 +135,25 @@ class DeviceProgram(Program):
         if len(self.ctx.scratch_taken) != before:
             raise DeviceError(f"compile(device=...): {node.label()} ({kind}) streams through a "
                               "host scratch buffer, which the device program does not have")
+        if self._tf32 is not None and kind in MATRIX_PRODUCTS:
+            return partial(_within, self._tf32, call)
         return call
+
+    def wrap_runner(self, runner):
+        """``runner``, or with ``capture=True`` a :class:`~.cuda_graphs.GraphReplay`
+        around it."""
+        if self._capture is None:
+            return runner
+        from .cuda_graphs import GraphReplay
+        self.replay = GraphReplay(runner, self._capture)
+        return self.replay
+
+    def device_stats(self) -> dict:
+        """What only a device program has: captured graphs and what they hold."""
+        replay = self.replay
+        return {"captured_graphs": replay.graphs if replay else 0,
+                "graph_replays": replay.replays if replay else 0,
+                "capture_held_bytes": replay.held_bytes if replay else 0}
 
     def to_host(self, array) -> np.ndarray:
         """A host (NumPy) copy of a device array."""

@@ -16,8 +16,12 @@ graphc.type.errors.DeviceError: compile: unknown device 'tpu'; expected one of [
 from __future__ import annotations
 
 import importlib
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
+
+import numpy as np
 
 from ..type.errors import DeviceError
 
@@ -26,10 +30,24 @@ DEVICES = {"cpu": "NumPy", "cuda": "CuPy (pip install 'graphc[gpu]' for cupy-cud
                                    "cupy-cuda13x for a CUDA 13 driver) and an NVIDIA GPU"}
 
 
-def check_device(device: str) -> str:
-    """``device`` if it is known (``"cpu"`` or ``"cuda"``), else :class:`DeviceError`."""
+#: the environment variable giving ``compile``'s default device (``"cpu"`` without it):
+#: ``GRAPHC_DEVICE=cuda python -m pytest`` runs every graph the suite compiles on the GPU
+DEVICE_VARIABLE = "GRAPHC_DEVICE"
+
+
+def check_device(device: Optional[str]) -> str:
+    """``device`` if it is known (``"cpu"`` or ``"cuda"``), else :class:`DeviceError`;
+    ``None`` is ``$GRAPHC_DEVICE``, else ``"cpu"``.
+
+    Example: ``check_device(None)`` is ``"cpu"`` unless ``$GRAPHC_DEVICE`` says otherwise
+    """
+    if device is None:
+        device = os.environ.get(DEVICE_VARIABLE) or "cpu"
+        where = f" (from ${DEVICE_VARIABLE})"
+    else:
+        where = ""
     if device not in DEVICES:
-        raise DeviceError(f"compile: unknown device {device!r}; expected one of "
+        raise DeviceError(f"compile: unknown device {device!r}{where}; expected one of "
                           f"{sorted(DEVICES)}")
     return device
 
@@ -61,10 +79,42 @@ class Backend:
     """What a device program needs of a device library: the array module ``xp`` and
     two factories turning generated sources into callables ``kernel(*ins, out)``:
     ``elementwise`` (a :class:`~.cuda_codegen.KernelSource`) and ``raw`` (a
-    :class:`~.cuda_window.RawSource`)."""
+    :class:`~.cuda_window.RawSource`); ``rng(seed)``: the random generator the
+    random ops draw from, in the device's memory (``None``: NumPy's, on the host
+    arrays a stand-in ``xp`` makes); ``capture(kernels) -> (launch, held_bytes)``
+    records kernels into one replayable graph (:mod:`.cuda_graphs`); ``tf32()``: a
+    context in which float32 matrix products may use TF32 tensor cores (``None``
+    where the device library has no such switch)."""
     xp: object
     elementwise: Callable
     raw: Callable
+    rng: Optional[Callable] = None
+    capture: Optional[Callable] = None
+    tf32: Optional[Callable] = None
+
+
+def cupy_tf32(cupy):
+    """A context factory letting CuPy's float32 matrix products (cuBLAS) run on TF32
+    tensor cores, or ``None`` where this CuPy has no compute-type switch. CuPy reads
+    its ``CUPY_TF32`` variable once at import; its per-dtype compute type can be set
+    at any time, which is what this toggles around each product."""
+    linalg = getattr(getattr(cupy, "_core", None), "_routines_linalg", None)
+    get = getattr(linalg, "get_compute_type", None)
+    put = getattr(linalg, "set_compute_type", None)
+    tf32 = getattr(linalg, "COMPUTE_TYPE_TF32", None)
+    if get is None or put is None or tf32 is None:
+        return None
+    float32 = np.dtype(np.float32)
+
+    @contextmanager
+    def scope():
+        before = get(float32)
+        put(float32, tf32)
+        try:
+            yield
+        finally:
+            put(float32, before)
+    return scope
 
 
 def cuda_backend() -> Backend:
@@ -80,16 +130,25 @@ def cuda_backend() -> Backend:
     def raw(source):
         kernel = cupy.RawKernel(source.code, source.name)
         return lambda *arrays: kernel(source.grid, (source.block,), arrays)
-    return Backend(cupy, elementwise, raw)
+    # CuPy's Generator (XORWOW bit generator) draws into device arrays with
+    # ``random(dtype=, out=)`` and ``standard_normal(dtype=, out=)``, as NumPy's does
+    # into host ones, so the random ops' kernels run unchanged on the device
+    from .cuda_graphs import cupy_capture
+    return Backend(cupy, elementwise, raw, rng=lambda seed: cupy.random.default_rng(seed),
+                   capture=cupy_capture(cupy), tf32=cupy_tf32(cupy))
 
 
-def make_program(device: str, graph, live, plan, seed=None, scratch_slots: int = 1,
-                 kernels: str = "numpy"):
+def make_program(device: Optional[str], graph, live, plan, seed=None, scratch_slots: int = 1,
+                 kernels: str = "numpy", capture: bool = False, tf32: bool = False):
     """The program that runs a planned graph on ``device`` (``kernels``: the CPU's
-    choice of NumPy or generated kernels; the device always generates its own)."""
+    choice of NumPy or generated kernels; the device always generates its own;
+    ``capture`` and ``tf32``: the device's options, see ``graphc.compile``)."""
     if check_device(device) == "cpu":
+        if capture or tf32:
+            raise DeviceError(f"compile: {'capture' if capture else 'tf32'}=True is an option "
+                              "of device='cuda'; the CPU has no CUDA graphs or TF32")
         from .cpu import CpuProgram
         return CpuProgram(graph, live, plan, seed, scratch_slots, kernels)
     backend = cuda_backend()      # says first what is missing, if anything
     from .device import DeviceProgram
-    return DeviceProgram(graph, live, plan, backend, seed)
+    return DeviceProgram(graph, live, plan, backend, seed, capture=capture, tf32=tf32)

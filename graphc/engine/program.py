@@ -101,6 +101,14 @@ class Program:
         memory (where a run keeps the values it may have to put back)."""
         return self.empty(array.shape, array.dtype)
 
+    def wrap_runner(self, runner):
+        """The runner this program's runs go through (a device program may wrap it)."""
+        return runner
+
+    def device_stats(self) -> dict:
+        """Figures only a device program has (none here)."""
+        return {}
+
     def execute(self) -> None:
         """Run every step in the planned order."""
         for step in self.steps:

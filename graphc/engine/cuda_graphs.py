@@ -1,0 +1,119 @@
+"""Runs of a device program replayed as CUDA graphs (``compile(..., capture=True)``).
+
+Every value of a compiled graph lives in memory planned once, so the kernels of a
+run read and write the same addresses on every run: the launches can be recorded
+once into a CUDA graph and replayed with one call, which removes the launch gaps
+that dominate small batches. Inputs are still copied into their planned buffers
+before the replay, outputs copied out after it.
+
+A run executes a list of steps (only those whose inputs changed, split where the
+commit phase starts), so each distinct list is one graph: the first time a list
+runs it runs plainly (compiling its kernels, growing the memory pool), the second
+time it is captured, and from then on it is replayed. Memory a kernel allocates
+while it is captured (a library's temporaries) is held for as long as the graph
+is (``held_bytes``), since the graph replays writes to those addresses. A list of
+steps that cannot be captured (a kernel that synchronises with the host) runs
+plainly from then on, with one ``RuntimeWarning`` naming the error.
+
+>>> calls = []
+>>> def capture(kernels):    # a stand-in recorder: records, runs nothing, replays in Python
+...     return (lambda: [k() for k in kernels]), 0
+>>> run = GraphReplay(lambda indices, kernels, around=None, interrupts=None:
+...                   [k() for k in kernels], capture)
+>>> for _ in range(3):
+...     run([0], [lambda: calls.append("step")])
+>>> len(calls), run.graphs, run.replays
+(3, 1, 2)
+"""
+from __future__ import annotations
+
+import warnings
+from contextlib import nullcontext
+
+
+class GraphReplay:
+    """A runner (``runner(indices, kernels, around, interrupts)``, see
+    :mod:`.schedules`) whose repeated step lists are captured by ``capture(kernels)``
+    (returning ``(launch, held_bytes)``) and replayed."""
+
+    workers = 1
+
+    def __init__(self, runner, capture):
+        self._runner, self._capture = runner, capture
+        self._seen: set = set()
+        self._launches: dict = {}       # step indices -> launch(), or None: runs plainly
+        self.held_bytes = 0             # allocated during captures, held by the graphs
+        self.replays = 0
+
+    @property
+    def graphs(self) -> int:
+        """How many step lists are captured."""
+        return sum(launch is not None for launch in self._launches.values())
+
+    def __call__(self, indices, kernels, around=None, interrupts=None) -> None:
+        key = tuple(indices)
+        if not key:
+            return
+        launch = self._launches.get(key, False)
+        if launch is False and key in self._seen:
+            launch = self._launches[key] = self._record(kernels, around)
+        if not launch:
+            self._seen.add(key)
+            self._runner(indices, kernels, around, interrupts)
+            return
+        if interrupts is not None and interrupts.raised is not None:
+            interrupts.check()
+        with around() if around is not None else nullcontext():
+            launch()
+        self.replays += 1
+
+    def _record(self, kernels, around):
+        try:
+            with around() if around is not None else nullcontext():
+                launch, held = self._capture(kernels)
+        except Exception as error:     # a kernel that cannot be captured: run plainly
+            warnings.warn(f"compile(capture=True): {len(kernels)} steps could not be "
+                          f"captured into a CUDA graph and run as separate launches "
+                          f"({type(error).__name__}: {error})", RuntimeWarning, stacklevel=4)
+            return None
+        self.held_bytes += held
+        return launch
+
+
+def cupy_capture(cupy):
+    """``capture(kernels) -> (launch, held_bytes)`` on CuPy: the kernels are recorded
+    on a stream of their own (a blocking one, so it stays ordered with the copies CuPy
+    makes on the default stream) in relaxed mode, with every allocation made during
+    the capture taken from CuPy's pool and kept with the graph."""
+    made = {}        # the stream, made on the first capture
+
+    def capture(kernels):
+        if not made:
+            made["stream"] = cupy.cuda.Stream()
+        stream = made["stream"]
+        pool = cupy.get_default_memory_pool()
+        mode = getattr(cupy.cuda.runtime, "streamCaptureModeRelaxed", None)
+        held = []
+
+        def keep(size):
+            memory = pool.malloc(size)
+            held.append(memory)
+            return memory
+
+        with stream, cupy.cuda.using_allocator(keep):
+            if mode is None:
+                stream.begin_capture()
+            else:
+                stream.begin_capture(mode)
+            try:
+                for kernel in kernels:
+                    kernel()
+            finally:
+                graph = stream.end_capture()
+        held_bytes = sum(m.mem.size for m in held)
+
+        def launch():
+            graph.launch(stream)
+            launch.held = held          # the graph's temporaries live as long as it does
+        return launch, held_bytes
+    return capture
