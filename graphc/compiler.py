@@ -141,7 +141,8 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
             from .eager import evaluate
 
             roots = source.outputs + [value for _, value in source.updates]
-            result = run_passes(roots, passes, evaluate=evaluate, check=check, kernels=kernels)
+            result = run_passes(roots, passes, evaluate=evaluate, check=check,
+                                kernels=kernels if device == "cpu" else "device")
             passes_run = passes
             report = result.report
             k = len(source.outputs)
@@ -277,7 +278,7 @@ class Executable(Reports):
             if self._bound.pop(name, None) is not None:
                 self.program.bind_input(name, None)
             if array is not variables[name]:   # a State held by this graph gives its own
-                variables[name][...] = array   # host to device too, where it lives there
+                self.program.store(variables[name], array)   # host to device, on a device
         self._has_value.update(checked)
         self._changed.update(checked)
 

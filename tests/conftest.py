@@ -32,3 +32,12 @@ _chosen = os.environ.get("HYPOTHESIS_PROFILE") or os.environ.get("GRAPHC_HYPOTHE
 if _chosen not in PROFILES:
     raise ValueError(f"HYPOTHESIS_PROFILE={_chosen!r}: expected one of {', '.join(PROFILES)}")
 settings.load_profile(_chosen)
+
+# GRAPHC_TEST_FAKE_CUDA=1 (with GRAPHC_DEVICE=cuda): every graph runs on the device
+# program with NumPy standing in for CuPy and gcc compiling the generated kernels
+# (tests/test_device_program.py's stand-in), so device failures show without a GPU
+if os.environ.get("GRAPHC_TEST_FAKE_CUDA") == "1":
+    import graphc.engine.devices as _devices
+    from test_device_program import _backend as _fake_backend
+
+    _devices.cuda_backend = _fake_backend

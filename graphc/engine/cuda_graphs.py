@@ -7,9 +7,11 @@ that dominate small batches. Inputs are still copied into their planned buffers
 before the replay, outputs copied out after it.
 
 A run executes a list of steps (only those whose inputs changed, split where the
-commit phase starts), so each distinct list is one graph: the first time a list
+commit phase starts), so each distinct list is replayed as one unit: the first time a list
 runs it runs plainly (compiling its kernels, growing the memory pool), the second
-time it is captured, and from then on it is replayed. Memory a kernel allocates
+time it is captured, and from then on it is replayed. CuPy refuses cuBLAS calls
+while a stream captures, so the matrix products (:class:`LibraryCall` steps) are
+launched as they are between the graphs that capture the steps around them. Memory a kernel allocates
 while it is captured (a library's temporaries) is held for as long as the graph
 is (``held_bytes``), since the graph replays writes to those addresses. A list of
 steps that cannot be captured (a kernel that synchronises with the host) runs
@@ -27,6 +29,7 @@ plainly from then on, with one ``RuntimeWarning`` naming the error.
 """
 from __future__ import annotations
 
+import itertools
 import warnings
 from contextlib import nullcontext
 
@@ -44,6 +47,7 @@ class GraphReplay:
         self._launches: dict = {}       # step indices -> launch(), or None: runs plainly
         self.held_bytes = 0             # allocated during captures, held by the graphs
         self.replays = 0
+        self.pieces = 0                 # captured graphs and library calls a replay launches
 
     @property
     def graphs(self) -> int:
@@ -68,16 +72,54 @@ class GraphReplay:
         self.replays += 1
 
     def _record(self, kernels, around):
+        """One launch for ``kernels``: each run of steps between library calls
+        captured as a graph, the library calls (``library`` set) launched as they are."""
+        pieces, held = [], 0
         try:
             with around() if around is not None else nullcontext():
-                launch, held = self._capture(kernels)
+                for library, group in itertools.groupby(kernels, is_library_call):
+                    group = list(group)
+                    if library:
+                        pieces.extend(group)
+                    else:
+                        launch, nbytes = self._capture(group)
+                        pieces.append(launch)
+                        held += nbytes
         except Exception as error:     # a kernel that cannot be captured: run plainly
             warnings.warn(f"compile(capture=True): {len(kernels)} steps could not be "
-                          f"captured into a CUDA graph and run as separate launches "
+                          f"captured into CUDA graphs and run as separate launches "
                           f"({type(error).__name__}: {error})", RuntimeWarning, stacklevel=4)
             return None
         self.held_bytes += held
-        return launch
+        self.pieces += len(pieces)
+
+        def launch_all():
+            for piece in pieces:
+                piece()
+        return launch_all
+
+
+class LibraryCall:
+    """A step calling a library that cannot be captured into a CUDA graph (CuPy
+    refuses cuBLAS calls while a stream captures): :class:`GraphReplay` launches it
+    between the captured graphs. ``scope``: a context it runs in (TF32), or None."""
+
+    library = True
+
+    def __init__(self, call, scope=None):
+        self.call, self.scope = call, scope
+
+    def __call__(self):
+        if self.scope is None:
+            self.call()
+        else:
+            with self.scope():
+                self.call()
+
+
+def is_library_call(kernel) -> bool:
+    """Whether a step must be launched outside the captured graphs."""
+    return getattr(kernel, "library", False)
 
 
 def cupy_capture(cupy):

@@ -26,13 +26,15 @@ from functools import partial
 
 import numpy as np
 
-from ..type.errors import DeviceError
-from ..type.kinds import is_elementwise
+from ..type.errors import DeviceError, GraphcError
+from ..type.kinds import KINDS, is_elementwise
 from .cpu import RunContext
 from .cpu_kernels import build_kernel
 from .program import Program
 from . import cuda_window as window
 from .cuda_codegen import elementwise_kernel, supported
+from .cuda_graphs import LibraryCall
+from .cuda_reduce import reduction_kernel
 
 #: kinds the device program cannot run yet, and why (said in the error)
 UNSUPPORTED = {"delay": "calls back into Python with host arrays",
@@ -42,17 +44,16 @@ UNSUPPORTED = {"delay": "calls back into Python with host arrays",
 
 #: kinds whose kernel is a matrix product (cuBLAS): the ones ``tf32=True`` affects
 MATRIX_PRODUCTS = frozenset({"matmul", "dot", "einsum"})
-
-
-def _within(scope, call):
-    with scope():
-        call()
+#: families whose kernels call CUDA libraries (cuBLAS, cuSOLVER, cuFFT, NCCL), which
+#: are launched between captured CUDA graphs rather than inside them
+LIBRARY_FAMILIES = frozenset({"linalg", "collective"})
 
 
 class DeviceRunContext(RunContext):
     """The run context of a device program: the random ops draw from ``make_rng(seed)``
-    (CuPy's generator, in device memory) instead of NumPy's. A failed run puts the
-    generator back (:attr:`draws`) as on the CPU."""
+    (CuPy's generator, its state in device memory) instead of NumPy's. A failed run
+    puts the generator's state back (:attr:`draws`), copied in place, so a captured
+    CUDA graph that draws keeps drawing from the same state."""
 
     def __init__(self, seed, make_rng):
         super().__init__(seed)
@@ -60,15 +61,31 @@ class DeviceRunContext(RunContext):
         self.rng = make_rng(seed)
 
     def seed(self, seed) -> None:
-        self.rng = self._make_rng(seed)
+        state, fresh = _state_of(self.rng), _state_of(self._make_rng(seed))
+        if state is not None and fresh is not None and state.shape == fresh.shape:
+            state[...] = fresh
+        else:
+            self.rng = self._make_rng(seed)
 
     @property
     def draws(self):
-        return copy.deepcopy(self.rng)
+        state = _state_of(self.rng)
+        return None if state is None else state.copy()
 
     @draws.setter
     def draws(self, saved) -> None:
-        self.rng = saved
+        state = _state_of(self.rng)
+        if saved is not None and state is not None:
+            state[...] = saved
+
+
+def _state_of(rng):
+    """The device array holding a CuPy generator's state (its bit generator's
+    ``_state``), or ``None`` where this CuPy keeps it elsewhere (a failed run then
+    leaves the draws advanced)."""
+    bits = getattr(rng, "bit_generator", None) or getattr(rng, "_bit_generator", None)
+    state = getattr(bits, "_state", None)
+    return state if hasattr(state, "shape") and hasattr(state, "copy") else None
 
 
 class DeviceProgram(Program):
@@ -124,6 +141,14 @@ class DeviceProgram(Program):
             kernel = backend.elementwise(elementwise_kernel(node.op, dtypes, node.dtype.name))
             self.generated += 1
             return partial(kernel, *ins, out)
+        if kind == "fused_reduce" and backend.reduction is not None:
+            try:
+                source = reduction_kernel(node.op, dtypes)
+            except (NotImplementedError, GraphcError, KeyError):
+                source = None       # a program without a generated form: refused below
+            if source is not None:
+                self.generated += 1
+                return partial(backend.reduction(source), *ins, out)
         if kind in window.KINDS and window.supported(node.op, shapes, dtypes, node.shape,
                                                      node.dtype):
             kernel = backend.raw(window.window_kernel(node.op, shapes, dtypes, node.shape,
@@ -135,9 +160,17 @@ class DeviceProgram(Program):
         if len(self.ctx.scratch_taken) != before:
             raise DeviceError(f"compile(device=...): {node.label()} ({kind}) streams through a "
                               "host scratch buffer, which the device program does not have")
-        if self._tf32 is not None and kind in MATRIX_PRODUCTS:
-            return partial(_within, self._tf32, call)
+        if kind in MATRIX_PRODUCTS or KINDS[kind].family in LIBRARY_FAMILIES:
+            return LibraryCall(call, self._tf32 if kind in MATRIX_PRODUCTS else None)
         return call
+
+    def store(self, dst, src) -> None:
+        """Copy ``src`` into the device array ``dst``: a host (NumPy) array is uploaded
+        (CuPy's ``set``: its ``[...] =`` takes no NumPy array), a device array copied."""
+        if isinstance(src, np.ndarray) and hasattr(dst, "set"):
+            dst.set(np.ascontiguousarray(src))
+        else:
+            dst[...] = src
 
     def wrap_runner(self, runner):
         """``runner``, or with ``capture=True`` a :class:`~.cuda_graphs.GraphReplay`
@@ -152,6 +185,7 @@ class DeviceProgram(Program):
         """What only a device program has: captured graphs and what they hold."""
         replay = self.replay
         return {"captured_graphs": replay.graphs if replay else 0,
+                "replay_launches": replay.pieces if replay else 0,
                 "graph_replays": replay.replays if replay else 0,
                 "capture_held_bytes": replay.held_bytes if replay else 0}
 

@@ -84,13 +84,15 @@ class Backend:
     arrays a stand-in ``xp`` makes); ``capture(kernels) -> (launch, held_bytes)``
     records kernels into one replayable graph (:mod:`.cuda_graphs`); ``tf32()``: a
     context in which float32 matrix products may use TF32 tensor cores (``None``
-    where the device library has no such switch)."""
+    where the device library has no such switch); ``reduction``: a factory like
+    ``elementwise`` for a :class:`~.cuda_reduce.ReductionSource`."""
     xp: object
     elementwise: Callable
     raw: Callable
     rng: Optional[Callable] = None
     capture: Optional[Callable] = None
     tf32: Optional[Callable] = None
+    reduction: Optional[Callable] = None
 
 
 def cupy_tf32(cupy):
@@ -130,12 +132,20 @@ def cuda_backend() -> Backend:
     def raw(source):
         kernel = cupy.RawKernel(source.code, source.name)
         return lambda *arrays: kernel(source.grid, (source.block,), arrays)
+    def reduction(source):
+        kernel = cupy.ReductionKernel(source.in_params, source.out_params, source.map_expr,
+                                      source.reduce_expr, source.post_map_expr, source.identity,
+                                      source.name, reduce_type=source.reduce_type,
+                                      preamble=source.preamble)
+        return lambda *arrays: kernel(*arrays[:-1], out=arrays[-1], axis=source.axis,
+                                      keepdims=source.keepdims)
+
     # CuPy's Generator (XORWOW bit generator) draws into device arrays with
     # ``random(dtype=, out=)`` and ``standard_normal(dtype=, out=)``, as NumPy's does
     # into host ones, so the random ops' kernels run unchanged on the device
     from .cuda_graphs import cupy_capture
     return Backend(cupy, elementwise, raw, rng=lambda seed: cupy.random.default_rng(seed),
-                   capture=cupy_capture(cupy), tf32=cupy_tf32(cupy))
+                   capture=cupy_capture(cupy), tf32=cupy_tf32(cupy), reduction=reduction)
 
 
 def make_program(device: Optional[str], graph, live, plan, seed=None, scratch_slots: int = 1,

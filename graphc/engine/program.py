@@ -101,6 +101,10 @@ class Program:
         memory (where a run keeps the values it may have to put back)."""
         return self.empty(array.shape, array.dtype)
 
+    def store(self, dst, src) -> None:
+        """Copy ``src`` (a host array, or one in this program's memory) into ``dst``."""
+        dst[...] = src
+
     def wrap_runner(self, runner):
         """The runner this program's runs go through (a device program may wrap it)."""
         return runner

@@ -197,6 +197,8 @@ LOWERING = Pass("lowering", LOWERING_RULES, produces=LOWERING_PRODUCES,
 #: convolutions that the direct kernel takes (:func:`direct_conv`) are kept whole
 LOWERING_FOR_KERNELS = {
     "numpy": LOWERING,
+    # the device (graphc.engine.device) has no direct convolution: all are lowered
+    "device": LOWERING,
     "generated": Pass("lowering", LOWERING_RULES_KEEPING_DIRECT, produces=LOWERING_PRODUCES,
                       doc="convolutions -> im2col/col2im + GEMM, but the grouped ones the "
                           "engine's direct kernel takes"),

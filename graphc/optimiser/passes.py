@@ -43,7 +43,9 @@ STATIC_PASSES = {p.name: p for p in (CSE, SIMPLIFY, EXPANSIONS, FAST_MATH, LOWER
 DEFAULT = tuple(n for n in PIPELINE if n != "fast_math")
 #: passes that only the named ``kernels=`` choice runs (a graph for the NumPy kernels
 #: keeps its reductions separate, so its bits stay NumPy's)
-KERNEL_PASSES = {"numpy": {}, "generated": {"fuse_reduce": FUSE_REDUCE}}
+#: (``"device"``: a graph for the GPU, whose reductions are one ReductionKernel each)
+KERNEL_PASSES = {"numpy": {}, "generated": {"fuse_reduce": FUSE_REDUCE},
+                 "device": {"fuse_reduce": FUSE_REDUCE}}
 
 
 @dataclass

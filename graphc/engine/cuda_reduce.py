@@ -1,0 +1,95 @@
+"""CUDA C for ``fused_reduce`` nodes: one ``cupy.ReductionKernel`` per node.
+
+A ``fused_reduce`` node (:mod:`.fused_reduce`) is a reduction (sum, mean, max, min,
+prod over some axes) of an elementwise program of its inputs. On the GPU it is one
+reduction kernel whose *map* step is the program, generated exactly as the
+elementwise node of the same program (:func:`.cuda_codegen.elementwise_kernel`),
+wrapped as a device function: the elementwise value is never stored, and the
+launch is one. CuPy broadcasts the inputs to the node's full shape and reduces
+over the node's axes into its output. Max and min propagate NaN as NumPy's do; a
+mean divides the sum once by the count of reduced elements. Sums are reduced in a
+tree, so they differ from NumPy's pairwise order in the last places.
+
+This module writes source only (no CuPy import), so it is tested on the CPU.
+
+>>> import numpy as np
+>>> from graphc.type import Op
+>>> op = Op.make("fused_reduce", program=((Op.make("exp"), (("in", 0),)),), reduce="max",
+...              axis=(1,), keepdims=False, full=(2, 3), shape=(2,), dtype=np.dtype("float32"))
+>>> src = reduction_kernel(op, ["float32"])
+>>> src.in_params, src.out_params, src.reduce_expr, src.identity
+('float32 x0', 'float32 y', '(a > b || a != a) ? a : b', '(-INFINITY)')
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from .cuda_codegen import C_TYPES, KernelSource, elementwise_kernel, literal
+from .fused_reduce import program_op, reduced_axes
+
+
+@dataclass(frozen=True)
+class ReductionSource:
+    """The arguments of ``cupy.ReductionKernel(in_params, out_params, map_expr,
+    reduce_expr, post_map_expr, identity, name, reduce_type=..., preamble=...)`` for
+    one node, and ``map``: the elementwise source of its program (what a stand-in
+    backend runs before reducing with NumPy); ``reduce``: the reduction's name;
+    ``axis`` and ``keepdims``: the call's."""
+
+    in_params: str
+    out_params: str
+    map_expr: str
+    reduce_expr: str
+    post_map_expr: str
+    identity: Optional[str]
+    name: str
+    reduce_type: str
+    preamble: str
+    map: KernelSource
+    reduce: str
+    axis: tuple
+    keepdims: bool
+
+
+#: reduction -> (how two partial results combine, the identity's value or None for
+#: the dtype's extreme)
+_COMBINE = {"sum": ("a + b", 0), "mean": ("a + b", 0), "prod": ("a * b", 1),
+            "max": ("(a > b || a != a) ? a : b", "lowest"),
+            "min": ("(a < b || a != a) ? a : b", "highest")}
+
+
+def _identity(value, dtype: np.dtype) -> str:
+    if value == "lowest":
+        value = -np.inf if dtype.kind == "f" else (np.iinfo(dtype).min if dtype.kind in "iu"
+                                                   else False)
+    elif value == "highest":
+        value = np.inf if dtype.kind == "f" else (np.iinfo(dtype).max if dtype.kind in "iu"
+                                                  else True)
+    return literal(value, dtype)
+
+
+def reduction_kernel(op, in_dtypes) -> ReductionSource:
+    """The ReductionKernel source of a ``fused_reduce`` ``op`` on inputs of
+    ``in_dtypes``; :class:`NotImplementedError` where the program's elementwise
+    kernel cannot be generated (see :func:`.cuda_codegen.supported`)."""
+    dtype = np.dtype(op["dtype"])
+    source = elementwise_kernel(program_op(op), [np.dtype(d).name for d in in_dtypes],
+                                dtype.name)
+    c_type = C_TYPES[dtype.name][0]
+    params = [p.split() for p in source.in_params.split(", ")]
+    arguments = ", ".join(f"{C_TYPES[d][0]} {n}" for d, n in params)
+    function = f"{source.name}_map"
+    preamble = (f"{source.preamble}\nstatic __device__ {c_type} {function}({arguments}) {{\n"
+                f"{c_type} out;\n{source.operation}\nreturn out;\n}}\n")
+    combine, identity = _COMBINE[op["reduce"]]
+    post = ("y = a / (_type_reduce)(_in_ind.size() / _out_ind.size())"
+            if op["reduce"] == "mean" else "y = a")
+    return ReductionSource(
+        in_params=source.in_params, out_params=f"{dtype.name} y",
+        map_expr=f"{function}({', '.join(n for _, n in params)})", reduce_expr=combine,
+        post_map_expr=post, identity=_identity(identity, dtype),
+        name=f"{source.name}_{op['reduce']}", reduce_type=c_type, preamble=preamble,
+        map=source, reduce=op["reduce"], axis=reduced_axes(op), keepdims=bool(op["keepdims"]))

@@ -1,0 +1,141 @@
+"""The device program's options and kinds beyond elementwise: CUDA-graph replay
+(``compile(capture=True)``), TF32 matrix products, fused reductions, random draws
+and device-array feeds. On a CPU machine they run on the stand-in backend of
+tests/test_device_program.py (NumPy for CuPy, gcc for the kernels, a recorder for
+stream capture); with ``GRAPHC_TEST_GPU=1`` on CuPy and a real GPU."""
+import numpy as np
+import pytest
+
+import graphc
+import graphc.ndarray as N
+import graphc.neural as nn
+from graphc import DeviceError
+
+from c_kernels import GCC, GPU
+from test_device_program import _close, fake_cuda  # noqa: F401  (the fixture)
+
+needs_gcc = pytest.mark.skipif(GCC is None and not GPU, reason="gcc is not installed")
+
+
+def _mlp():
+    x, w, b = N.var("x", (64, 32)), N.var("w", (32, 16)), N.var("b", (16,))
+    h = N.maximum(x @ w + b, 0.0)
+    logits = h @ N.transpose(w[:16, :])
+    soft = N.exp(logits - N.max(logits, axis=1, keepdims=True))
+    return [x, w, b], [soft / N.sum(soft, axis=1, keepdims=True), N.mean(h * h)]
+
+
+def _feeds(rng):
+    return {"x": rng.standard_normal((64, 32)).astype(np.float32),
+            "w": rng.standard_normal((32, 16)).astype(np.float32) * 0.3,
+            "b": rng.standard_normal(16).astype(np.float32)}
+
+
+@needs_gcc
+def test_capture_replays_what_plain_launches_compute(fake_cuda):
+    inputs, outputs = _mlp()
+    plain = graphc.compile(inputs, outputs, device="cuda")
+    captured = graphc.compile(inputs, outputs, device="cuda", capture=True)
+    cpu = graphc.compile(inputs, outputs)
+    rng = np.random.default_rng(0)
+    for run in range(4):             # run 1 plain, 2 captured, then replayed; new data each
+        feeds = _feeds(rng)
+        want = cpu.run(**feeds)
+        for got in (plain.run(**feeds), captured.run(**feeds)):
+            for g, w in zip(got, want):
+                _close(g, w, f"run {run}")
+    stats = captured.stats()
+    assert stats["captured_graphs"] >= 1 and stats["graph_replays"] >= 3
+    # the matrix products run between the captured graphs, so a replay launches more
+    # than one piece but far fewer than the steps
+    assert 1 < stats["replay_launches"] < stats["steps"]
+    assert plain.stats()["captured_graphs"] == 0
+
+
+@needs_gcc
+def test_capture_keeps_a_training_step_equal_to_the_cpu(fake_cuda):
+    model = nn.MnistCNN(image_size=8, hidden=16, dropout=0.0)
+    params = model.init(0)
+    rng = np.random.default_rng(1)
+    x = np.abs(rng.standard_normal((4, 1, 8, 8))).astype(np.float32)
+    y = rng.integers(0, 10, 4)
+    cpu = nn.compile_training(model, nn.SGD(0.05, momentum=0.9), x.shape, params=params)
+    dev = nn.compile_training(model, nn.SGD(0.05, momentum=0.9), x.shape, params=params,
+                              device="cuda", capture=True)
+    for step in range(4):
+        assert dev.step(x, y) == pytest.approx(cpu.step(x, y), rel=1e-4), f"step {step}"
+    for name, value in cpu.params().items():
+        np.testing.assert_allclose(dev.params()[name], value, rtol=1e-3, atol=1e-5,
+                                   err_msg=name)
+    assert dev.executable.stats()["graph_replays"] >= 2
+
+
+@needs_gcc
+@pytest.mark.parametrize("reduce", ["sum", "mean", "prod"])   # the ones the optimiser fuses
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_fused_reductions_are_one_generated_kernel(fake_cuda, reduce, keepdims):
+    x, m = N.var("x", (6, 5, 7)), N.var("m", (6, 1, 7))
+    y = getattr(N, reduce)(N.exp(x - m) * 0.5, axis=(1, 2), keepdims=keepdims)
+    dev = graphc.compile([x, m], y, device="cuda")
+    assert [n.op.kind for n in dev.liveness.steps] == ["fused_reduce"]
+    assert dev.program.generated == 1
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((6, 5, 7)).astype(np.float32)
+    M = rng.standard_normal((6, 1, 7)).astype(np.float32)
+    _close(dev.run(x=X, m=M), graphc.compile([x, m], y).run(x=X, m=M))
+
+
+def test_device_options_are_refused_on_the_cpu():
+    x = N.var("x", (3,))
+    with pytest.raises(DeviceError, match="capture=True is an option of device='cuda'"):
+        graphc.compile([x], N.exp(x), capture=True)
+    with pytest.raises(DeviceError, match="tf32=True is an option of device='cuda'"):
+        graphc.compile([x], N.exp(x), tf32=True)
+
+
+@pytest.mark.skipif(GPU, reason="the stand-in backend has no TF32 switch; CuPy has")
+def test_tf32_without_a_switch_says_so(fake_cuda):
+    x = N.var("x", (3, 3))
+    with pytest.raises(DeviceError, match="no switch for TF32"):
+        graphc.compile([x], x @ x, device="cuda", tf32=True)
+
+
+@pytest.mark.skipif(not GPU, reason="TF32 needs CuPy and a GPU (GRAPHC_TEST_GPU=1)")
+def test_tf32_products_are_close_to_float64():
+    x, w = N.var("x", (256, 512)), N.var("w", (512, 128))
+    g = graphc.compile([x, w], x @ w, device="cuda", tf32=True)
+    rng = np.random.default_rng(3)
+    X, W = rng.standard_normal((256, 512), np.float32), rng.standard_normal((512, 128), np.float32)
+    want = X.astype(np.float64) @ W.astype(np.float64)
+    error = np.linalg.norm(g.run(x=X, w=W) - want) / np.linalg.norm(want)
+    assert error < 3e-3      # TF32: about 3e-4; float32 would be about 1e-7
+
+
+@pytest.mark.skipif(not GPU, reason="device arrays need CuPy and a GPU (GRAPHC_TEST_GPU=1)")
+def test_device_arrays_are_fed_without_a_host_trip():
+    import cupy as cp
+    x = N.var("x", (1000,))
+    g = graphc.compile([x], N.tanh(x) * 2.0, device="cuda")
+    X = np.linspace(-3, 3, 1000, dtype=np.float32)
+    np.testing.assert_allclose(g.run(x=cp.asarray(X)), np.tanh(X) * 2.0, rtol=1e-6, atol=1e-6)
+    cpu = graphc.compile([x], N.tanh(x) * 2.0)
+    with pytest.raises(graphc.InputError, match="GPU array .* runs on the CPU"):
+        cpu.run(x=cp.asarray(X))
+
+
+@needs_gcc
+def test_dropout_training_draws_on_the_device(fake_cuda):
+    """Owl's MNIST CNN with dropout: the random mask is drawn on the device; a seeded
+    graph repeats its losses, and training lowers the loss."""
+    model = nn.MnistCNN(image_size=8, hidden=32, dropout=0.3)
+    params = model.init(0)
+    rng = np.random.default_rng(4)
+    x = np.abs(rng.standard_normal((16, 1, 8, 8))).astype(np.float32) * 50
+    y = rng.integers(0, 10, 16)
+    losses = []
+    for _ in range(2):
+        trainer = nn.compile_training(model, nn.SGD(0.01, momentum=0.9), x.shape,
+                                      params=params, device="cuda", seed=5)
+        losses.append([trainer.step(x, y) for _ in range(8)])
+    assert losses[0] == losses[1]
+    assert losses[0][-1] < losses[0][0]
