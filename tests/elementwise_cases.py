@@ -40,19 +40,23 @@ def kinds_of(op):
     return {inner.kind for inner, _ in op["program"]} if op.kind == "fused" else {op.kind}
 
 
-def flushed(want):
+def flushed(got, want):
     """``want`` as a GPU gives it (``GRAPHC_TEST_GPU=1``): CuPy compiles every kernel
-    with ``-ftz=true``, so float32 subnormal results are signed zeros there."""
+    with ``-ftz=true``, so a float32 subnormal result is a signed zero there, or the
+    smallest normal of its sign where the result steps away from zero (nextafter,
+    spacing). Elsewhere ``want`` itself."""
     if not GPU or want.dtype != np.float32:
         return want
-    tiny = np.finfo(np.float32).tiny
-    return np.where((np.abs(want) < tiny) & (want != 0), np.copysign(0.0, want), want
+    tiny = np.float32(np.finfo(np.float32).tiny)
+    subnormal = (np.abs(want) < tiny) & (want != 0)
+    stepped = subnormal & (np.abs(got) == tiny) & (np.signbit(got) == np.signbit(want))
+    return np.where(stepped, got, np.where(subnormal, np.copysign(np.float32(0), want), want)
                     ).astype(np.float32)
 
 
 def assert_same(got, want, exact, what=""):
     assert got.dtype == want.dtype and got.shape == want.shape, what
-    want = flushed(want)
+    want = flushed(got, want)
     if exact:
         np.testing.assert_array_equal(got, want, err_msg=what)
         if got.dtype.kind == "f":  # signed zeros too; a NaN's sign is unspecified (IEEE

@@ -39,6 +39,9 @@ class FakeCupy:
 
     ascontiguousarray = staticmethod(np.ascontiguousarray)
 
+    def __getattr__(self, name):      # the rest of the array module: NumPy's
+        return getattr(np, name)
+
 
 def _elementwise(source):
     """cupy.ElementwiseKernel's part: broadcast the inputs, run the body per element."""

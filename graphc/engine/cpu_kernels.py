@@ -177,9 +177,10 @@ class LabelOutOfRange(KernelError, IndexError):
     """A label fed to ``one_hot`` at run time outside ``[0, depth)``."""
 
 
-def one_hot(op, ins, out, ctx):
+def one_hot(op, ins, out, ctx, xp=np):
+    """``xp``: the array module of ``ins`` and ``out`` (CuPy's for the device)."""
     labels, depth = ins[0], op["depth"]
-    classes, column = np.arange(depth, dtype=labels.dtype), labels[..., None]
+    classes, column = xp.arange(depth, dtype=labels.dtype), labels[..., None]
     # seen as unsigned, a negative label is larger than any depth: one pass finds both
     unsigned = labels.view(labels.dtype.str.replace("i", "u"))
 
@@ -192,7 +193,7 @@ def one_hot(op, ins, out, ctx):
                 f"one_hot: label {int(bad.ravel()[0])} is out of range for depth {depth} "
                 f"(labels must be in [0, {depth}); {bad.size} of the {labels.size} labels "
                 f"of shape {labels.shape} are outside)")
-        np.equal(column, classes, out)
+        xp.equal(column, classes, out)
     return one_hot
 
 

@@ -18,7 +18,7 @@ This module writes source only (no CuPy import), so it is tested on the CPU.
 ...              axis=(1,), keepdims=False, full=(2, 3), shape=(2,), dtype=np.dtype("float32"))
 >>> src = reduction_kernel(op, ["float32"])
 >>> src.in_params, src.out_params, src.reduce_expr, src.identity
-('float32 x0', 'float32 y', '(a > b || a != a) ? a : b', '(-INFINITY)')
+('float32 x0', 'float32 graphc_out', '(a > b || a != a) ? a : b', '(-INFINITY)')
 """
 from __future__ import annotations
 
@@ -85,10 +85,12 @@ def reduction_kernel(op, in_dtypes) -> ReductionSource:
     preamble = (f"{source.preamble}\nstatic __device__ {c_type} {function}({arguments}) {{\n"
                 f"{c_type} out;\n{source.operation}\nreturn out;\n}}\n")
     combine, identity = _COMBINE[op["reduce"]]
-    post = ("y = a / (_type_reduce)(_in_ind.size() / _out_ind.size())"
-            if op["reduce"] == "mean" else "y = a")
+    # CuPy rewrites identifiers matching the output's name inside these expressions
+    # (even inside longer names): the output gets one no expression contains
+    post = (f"graphc_out = a / ({c_type})(_in_ind.size() / _out_ind.size())"
+            if op["reduce"] == "mean" else "graphc_out = a")
     return ReductionSource(
-        in_params=source.in_params, out_params=f"{dtype.name} y",
+        in_params=source.in_params, out_params=f"{dtype.name} graphc_out",
         map_expr=f"{function}({', '.join(n for _, n in params)})", reduce_expr=combine,
         post_map_expr=post, identity=_identity(identity, dtype),
         name=f"{source.name}_{op['reduce']}", reduce_type=c_type, preamble=preamble,

@@ -29,6 +29,7 @@ import numpy as np
 from ..type.errors import DeviceError, GraphcError
 from ..type.kinds import KINDS, is_elementwise
 from .cpu import RunContext
+from . import cpu_kernels
 from .cpu_kernels import build_kernel
 from .program import Program
 from . import cuda_window as window
@@ -47,6 +48,44 @@ MATRIX_PRODUCTS = frozenset({"matmul", "dot", "einsum"})
 #: families whose kernels call CUDA libraries (cuBLAS, cuSOLVER, cuFFT, NCCL), which
 #: are launched between captured CUDA graphs rather than inside them
 LIBRARY_FAMILIES = frozenset({"linalg", "collective"})
+
+
+def _uniform(op, ins, out, ctx, xp):
+    low, span = op["low"], op["high"] - op["low"]
+
+    def uniform():
+        xp.multiply(ctx.rng.random(out.shape, dtype=out.dtype), span, out)
+        xp.add(out, low, out)
+    return uniform
+
+
+def _normal(op, ins, out, ctx, xp):
+    loc, scale = op["loc"], op["scale"]
+
+    def normal():
+        xp.multiply(ctx.rng.standard_normal(out.shape, dtype=out.dtype), scale, out)
+        xp.add(out, loc, out)
+    return normal
+
+
+def _bernoulli(op, ins, out, ctx, xp):
+    p = op["p"]
+
+    def bernoulli():
+        xp.less(ctx.rng.random(out.shape, dtype=out.dtype), p, out)
+    return bernoulli
+
+
+#: kinds whose CPU builder does not carry over to the device through NumPy's dispatch:
+#: ``builder(op, ins, out, ctx, xp)``. CuPy's generator ignores ``out=`` (each draw
+#: fills it with one number), so the draws are made at the output's size and written
+#: in; ``one_hot`` makes its class row with ``xp``.
+DEVICE_BUILDERS = {"random_uniform": _uniform, "random_normal": _normal,
+                   "random_bernoulli": _bernoulli,
+                   "one_hot": lambda op, ins, out, ctx, xp: cpu_kernels.one_hot(op, ins, out,
+                                                                                ctx, xp)}
+#: kinds whose device kernel reads a check back on the host (so it waits for the device)
+HOST_CHECKS = frozenset({"one_hot"})
 
 
 class DeviceRunContext(RunContext):
@@ -155,6 +194,12 @@ class DeviceProgram(Program):
                                                       node.dtype))
             self.generated += 1
             return partial(kernel, *[self.xp.ascontiguousarray(a) for a in ins], out)
+        device_builder = DEVICE_BUILDERS.get(kind)
+        if device_builder is not None:
+            call = device_builder(node.op, ins, out, self.ctx, self.xp)
+            # a step that waits for the device (a check read on the host) runs
+            # between captured graphs
+            return LibraryCall(call) if kind in HOST_CHECKS else call
         before = len(self.ctx.scratch_taken)
         call = build_kernel(node.op, ins, out, self.ctx)
         if len(self.ctx.scratch_taken) != before:
@@ -168,7 +213,7 @@ class DeviceProgram(Program):
         """Copy ``src`` into the device array ``dst``: a host (NumPy) array is uploaded
         (CuPy's ``set``: its ``[...] =`` takes no NumPy array), a device array copied."""
         if isinstance(src, np.ndarray) and hasattr(dst, "set"):
-            dst.set(np.ascontiguousarray(src))
+            dst.set(src if src.flags.c_contiguous else src.copy(order="C"))
         else:
             dst[...] = src
 
