@@ -253,8 +253,12 @@ def test_window_nodes_run_as_generated_raw_kernels(fake_cuda):
     kinds = {n.op.kind for n in dev.executable.liveness.steps}
     assert {"im2col", "col2im", "max_pool2d", "max_pool2d_backward"} <= kinds
     assert dev.step(x, y) == pytest.approx(cpu.step(x, y), rel=1e-5)
+    # on a GPU, cuBLAS's and the tree reductions' summation orders differ from NumPy's;
+    # batch norm over a batch of 2 amplifies that in the first layer's gradient (seen:
+    # up to 6e-4 after one step on an H200), where the stand-in's sums are NumPy's own
+    atol = 1e-3 if GPU else 1e-6
     for name, value in cpu.params().items():
-        np.testing.assert_allclose(dev.params()[name], value, rtol=1e-4, atol=1e-6,
+        np.testing.assert_allclose(dev.params()[name], value, rtol=1e-4, atol=atol,
                                    err_msg=name)
     predict = nn.compile_inference(model, cpu.params(), x.shape, device="cuda")
     want = nn.compile_inference(model, cpu.params(), x.shape).run(x=x)
