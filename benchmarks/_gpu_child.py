@@ -25,6 +25,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -81,7 +82,9 @@ def graphc_case(name, repeats, seed):
                                        plan=PLAN, device="cuda", capture=capture)
             step = lambda: exe.run(x=x)                     # noqa: E731
         build = time.perf_counter() - started
-        times = timed(step, repeats, sync)
+        with warnings.catch_warnings(record=True) as caught:   # a capture that fell back
+            warnings.simplefilter("always")
+            times = timed(step, repeats, sync)
         stats = exe.stats()
         results.append({"case": name, "engine": "graphc", "variant": variant,
                         "times": times, "median": float(np.median(times)),
@@ -90,7 +93,8 @@ def graphc_case(name, repeats, seed):
                         "lower_bound_bytes": stats["lower_bound_bytes"],
                         "steps": stats["steps"], "generated_steps": stats["generated_steps"],
                         "captured_graphs": stats.get("captured_graphs", 0),
-                        "capture_held_bytes": stats.get("capture_held_bytes", 0)})
+                        "capture_held_bytes": stats.get("capture_held_bytes", 0),
+                        "warnings": [str(w.message)[:2000] for w in caught]})
         del exe, step, work, x
     return results
 
