@@ -197,7 +197,10 @@ def test_fused_nodes_are_one_generated_kernel_each(fake_cuda):
 
 
 @needs_gcc
-def test_a_training_step_on_the_device_program_equals_the_cpu(fake_cuda):
+@pytest.mark.parametrize("capture", [False, True])
+def test_a_training_step_on_the_device_program_equals_the_cpu(fake_cuda, capture):
+    """Plain launches, and replayed as CUDA graphs (``capture=True``) from the second
+    step on: the same losses and weights as the CPU."""
     model = nn.MnistCNN(image_size=8, hidden=16, dropout=0.0)
     params = model.init(0)
     rng = np.random.default_rng(1)
@@ -205,10 +208,11 @@ def test_a_training_step_on_the_device_program_equals_the_cpu(fake_cuda):
     y = rng.integers(0, 10, 4)
     cpu = nn.compile_training(model, nn.SGD(0.05, momentum=0.9), x.shape, params=params)
     dev = nn.compile_training(model, nn.SGD(0.05, momentum=0.9), x.shape, params=params,
-                              device="cuda")
+                              device="cuda", capture=capture)
     assert dev.executable.program.generated > 0
-    for step in range(3):
+    for step in range(4):
         assert dev.step(x, y) == pytest.approx(cpu.step(x, y), rel=1e-5), f"step {step}"
+    assert (dev.executable.stats()["graph_replays"] >= 2) == capture
     for name, value in cpu.params().items():
         np.testing.assert_allclose(dev.params()[name], value, rtol=1e-4, atol=1e-6,
                                    err_msg=name)
