@@ -20,7 +20,7 @@ from typing import Mapping, Optional, Sequence, Union
 import numpy as np
 
 from .engine.checker import check_concurrent_plan, check_plan
-from .engine.devices import check_device, make_program
+from .engine.devices import DEVICE_VIEWS, check_device, make_program
 from .engine.incremental import IncrementalSchedule
 from .engine.fperrors import DeferredFloatErrors
 from .feeds import checked_feeds, named_feeds
@@ -95,7 +95,7 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     With ``views=True`` (the default) a slice, transpose, broadcast or flip whose
     readers all read strided memory is, as in NumPy, a view of its parent's memory
     (no bytes planned, no copy run), as is a reshape of contiguous memory;
-    ``views=False`` copies each of them (on the CPU only: the device copies always).
+    ``views=False`` copies each of them (the device reads only reshapes as views).
     ``remat`` (rematerialisation, :mod:`graphc.engine.remat`): ``None`` (the
     default) plans the graph as it is; ``"auto"`` recomputes cheap forward values
     (elementwise, fused, reshapes) just before their late readers (a backward
@@ -152,7 +152,8 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
         keep = [p if isinstance(p, str) else p.name for p in pinned]
         concurrent = SCHEDULES[schedule].separate_memory
         # the order the engine runs and plans; the graph keeps its depth-first order
-        views = views and device == "cpu"    # the device program reads no views yet
+        # the device's raw kernels read contiguous memory: its only views are reshapes
+        views = views if device == "cpu" else (DEVICE_VIEWS if views else False)
         graph, planned, serial_live, remat_report = remat_order(graph, remat, order, keep,
                                                                 views=views)
         live = (analyse(planned, keep, concurrent=True, views=views) if concurrent

@@ -121,3 +121,28 @@ def test_dropout_training_draws_on_the_device(fake_cuda):
         losses.append([trainer.step(x, y) for _ in range(8)])
     assert losses[0] == losses[1]
     assert losses[0][-1] < losses[0][0]
+
+
+@needs_gcc
+def test_reshapes_are_views_on_the_device_and_convolutions_run_outside_graphs(fake_cuda):
+    """A small ResNet's inference on the device: its reshapes of contiguous values are
+    views (no step, no bytes), the only views the device reads; every step making a
+    matrix product (matmul, and the 1x1 convolutions left whole) is launched between
+    captured graphs, since CuPy refuses cuBLAS under capture."""
+    from graphc.engine.cuda_graphs import is_library_call
+
+    model = nn.ResNet((1, 1, 1, 1), classes=5, width=4)
+    params = nn.fold_batchnorm(model, model.init(0))
+    x = np.random.default_rng(6).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    dev = nn.compile_inference(model, params, x.shape, device="cuda", capture=True)
+    kinds = [n.op.kind for n in dev.liveness.steps]
+    views = {dev.liveness.steps[i].op.kind for i, k in enumerate(dev.program.kernels)
+             if k is None}
+    assert views == {"reshape"} and dev.stats()["view_values"] == kinds.count("reshape") > 0
+    for node, kernel in zip(dev.liveness.steps, dev.program.kernels):
+        if kernel is not None:
+            assert is_library_call(kernel) == (node.op.kind in ("matmul", "conv2d")), node
+    want = nn.compile_inference(model, params, x.shape).run(x=x)
+    for _ in range(3):
+        np.testing.assert_allclose(dev.run(x=x), want, rtol=1e-4, atol=1e-5)
+    assert dev.stats()["captured_graphs"] >= 1

@@ -27,7 +27,7 @@ from functools import partial
 import numpy as np
 
 from ..type.errors import DeviceError, GraphcError
-from ..type.kinds import KINDS, is_elementwise
+from ..type.kinds import KINDS, is_elementwise, reference_function
 from .cpu import RunContext
 from . import cpu_kernels
 from .cpu_kernels import build_kernel
@@ -43,8 +43,10 @@ UNSUPPORTED = {"delay": "calls back into Python with host arrays",
                "loop_part": "reads a loop's results, which live on the host"}
 
 
-#: kinds whose kernel is a matrix product (cuBLAS): the ones ``tf32=True`` affects
-MATRIX_PRODUCTS = frozenset({"matmul", "dot", "einsum"})
+#: kinds whose kernel makes matrix products (cuBLAS): the ones ``tf32=True`` affects,
+#: the convolutions the optimiser leaves whole (their decomposition ends in a GEMM) too
+MATRIX_PRODUCTS = frozenset({"matmul", "dot", "einsum", "conv2d", "conv2d_backward_input",
+                             "conv2d_backward_kernel"})
 #: families whose kernels call CUDA libraries (cuBLAS, cuSOLVER, cuFFT, NCCL), which
 #: are launched between captured CUDA graphs rather than inside them
 LIBRARY_FAMILIES = frozenset({"linalg", "collective"})
@@ -76,12 +78,27 @@ def _bernoulli(op, ins, out, ctx, xp):
     return bernoulli
 
 
+def _full_reduction(op, ins, out, ctx, xp):
+    """A reduction: CuPy's own with ``out=``, except into a 0-d output, where CuPy 14's
+    CUB path compares that output with a dtype and fails under NumPy 2 (seen on the
+    H200): the 0-d result is computed, then written in."""
+    if out.ndim:
+        return cpu_kernels.reduction(op, ins, out, ctx)
+    function = reference_function(op.kind)
+
+    def reduce_all():
+        out[...] = function(ins[0], axis=op["axis"], keepdims=op["keepdims"])
+    return reduce_all
+
+
 #: kinds whose CPU builder does not carry over to the device through NumPy's dispatch:
 #: ``builder(op, ins, out, ctx, xp)``. CuPy's generator ignores ``out=`` (each draw
 #: fills it with one number), so the draws are made at the output's size and written
-#: in; ``one_hot`` makes its class row with ``xp``.
+#: in; ``one_hot`` makes its class row with ``xp``; full reductions into 0-d outputs.
 DEVICE_BUILDERS = {"random_uniform": _uniform, "random_normal": _normal,
                    "random_bernoulli": _bernoulli,
+                   **{kind: _full_reduction for kind in ("sum", "prod", "max", "min", "mean",
+                                                          "any", "all")},
                    "one_hot": lambda op, ins, out, ctx, xp: cpu_kernels.one_hot(op, ins, out,
                                                                                 ctx, xp)}
 #: kinds whose device kernel reads a check back on the host (so it waits for the device)
@@ -131,6 +148,7 @@ class DeviceProgram(Program):
     """Buffers, views and steps of one compiled graph in ``xp``'s memory."""
 
     host_views = False      # outputs always come back as host copies
+    reads_views = True      # the views liveness makes for it: reshapes (DEVICE_VIEWS)
 
     def __init__(self, graph, live, plan, backend, seed=None, capture=False, tf32=False):
         if capture and backend.capture is None:
@@ -148,11 +166,11 @@ class DeviceProgram(Program):
         self.bind(graph, live, plan)
         self.kernels, self.scratch_slots = [], []
         self.generated = 0             # steps that are one generated kernel each
-        for n in live.steps:
-            self.kernels.append(self._kernel(n, backend))
+        for n in live.steps:     # a view (a reshape, here) has no step
+            self.kernels.append(None if id(n) in live.views else self._kernel(n, backend))
             self.scratch_slots.append([])
         self.steps = [k for k in self.kernels if k is not None]
-        self.elided = 0
+        self.elided = len(self.kernels) - len(self.steps)
 
     def buffer(self, size: int):
         return self.xp.empty(size, dtype=np.uint8)

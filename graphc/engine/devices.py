@@ -30,6 +30,10 @@ DEVICES = {"cpu": "NumPy", "cuda": "CuPy (pip install 'graphc[gpu]' for cupy-cud
                                    "cupy-cuda13x for a CUDA 13 driver) and an NVIDIA GPU"}
 
 
+#: the views a device graph reads (``compile(views=True)``): reshapes of contiguous
+#: values only, contiguous themselves, since the raw kernels read contiguous memory
+DEVICE_VIEWS = frozenset({"reshape"})
+
 #: the environment variable giving ``compile``'s default device (``"cpu"`` without it):
 #: ``GRAPHC_DEVICE=cuda python -m pytest`` runs every graph the suite compiles on the GPU
 DEVICE_VARIABLE = "GRAPHC_DEVICE"

@@ -101,12 +101,13 @@ def _may_alias(node, parent) -> bool:
     return parent.shape == node.shape and node.size >= MIN_INPLACE_SIZE
 
 
-def view_roots(graph, steps, kept=frozenset()) -> dict:
+def view_roots(graph, steps, kept=frozenset(), kinds=None) -> dict:
     """``id(view) -> root`` for the steps that can be views (see the module
     docstring): a kind of :data:`.program.VIEW_OF`, no output, update value or
     kept value (``kept``: ids; computed once, its copy is cheap and reads fast), every
     reader reading strided memory, or a reshape of a computed value or constant
-    that is no view (then contiguous, whoever reads it).
+    that is no view (then contiguous, whoever reads it). ``kinds``: only views of
+    these kinds (``None``: all of :data:`.program.VIEW_OF`).
 
     >>> import graphc.ndarray as N
     >>> from graphc.graph import Graph
@@ -124,7 +125,8 @@ def view_roots(graph, steps, kept=frozenset()) -> dict:
             readers.setdefault(id(p), []).append(n)
     roots: dict = {}
     for n in steps:
-        if n.op.kind not in VIEW_OF or id(n) in fixed or n.parents[0].dtype != n.dtype:
+        if (n.op.kind not in VIEW_OF or id(n) in fixed or n.parents[0].dtype != n.dtype
+                or (kinds is not None and n.op.kind not in kinds)):
             continue
         parent = n.parents[0]
         if n.op.kind == "reshape":
@@ -263,7 +265,7 @@ def into_variables(graph, steps, step_of, concurrency=None,
     return chosen
 
 
-def analyse(graph, keep=(), concurrent: bool = False, views: bool = False) -> Liveness:
+def analyse(graph, keep=(), concurrent: bool = False, views=False) -> Liveness:
     """The liveness of ``graph.order`` (see the module docstring). Values that
     depend only on the inputs named in ``keep`` (and constants) are pinned too,
     so they survive between runs that do not change those inputs. With
@@ -272,7 +274,9 @@ def analyse(graph, keep=(), concurrent: bool = False, views: bool = False) -> Li
     then respect, and a node overwrites a parent in place only when every
     other reader of that parent surely ran before it. With ``views=True`` the
     values :func:`view_roots` picks are views (``live.views``; ``compile``'s
-    default); else every slice, transpose, broadcast and flip is a copy."""
+    default); a set of kinds makes only views of those kinds (the device's
+    ``{"reshape"}``: its raw kernels read contiguous memory); else every slice,
+    transpose, broadcast and flip is a copy."""
     steps = [n for n in graph.order if not is_leaf(n.op.kind)]
     step_of = {id(n): i for i, n in enumerate(steps)}
     pinned = {id(n) for n in graph.outputs} | {id(v) for _, v in graph.updates}
@@ -287,7 +291,8 @@ def analyse(graph, keep=(), concurrent: bool = False, views: bool = False) -> Li
     for key in pinned:
         if key in last_use:
             last_use[key] = end
-    roots = view_roots(graph, steps, kept) if views else {}
+    roots = (view_roots(graph, steps, kept, None if views is True else views) if views
+             else {})
     for key, root in roots.items():   # a root lives as long as any view of it is read
         if id(root) in last_use:
             last_use[id(root)] = max(last_use[id(root)], last_use[key])
