@@ -76,7 +76,7 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     earlier users instead. ``device="cuda"`` runs the same plan in GPU memory
     through CuPy (imported only then; a clear ``DeviceError`` says what is
     missing), serially, outputs copied to the host; ``device=None`` (the default)
-    is ``$GRAPHC_DEVICE``, else ``"cpu"``. On the device, ``capture=True`` records
+    is ``$GRAPHC_DEVICE`` (for the serial schedule), else ``"cpu"``. On the device, ``capture=True`` records
     each run's kernels into a CUDA graph (from the second run with the same steps)
     and replays it with one launch (:mod:`graphc.engine.cuda_graphs`;
     ``stats()["captured_graphs"]``), and ``tf32=True`` lets float32 matrix products
@@ -120,7 +120,9 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
         h1, y1 = g.run(x=X, w=W)
     """
     threads = worker_count(schedule, workers)     # checks the options before any work
-    device = check_device(device)
+    # $GRAPHC_DEVICE is the default for graphs that can run there: a parallel schedule
+    # is one of CPU threads, so such a graph stays on the CPU unless a device is named
+    device = check_device(device if device is not None or schedule == "serial" else "cpu")
     kernels = kernel_choice(kernels)
     order = order_choice(order)
     remat = remat_choice(remat)

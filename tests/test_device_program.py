@@ -220,8 +220,30 @@ def test_a_training_step_on_the_device_program_equals_the_cpu(fake_cuda, capture
 
 def test_what_the_device_program_cannot_run_is_refused_by_name(fake_cuda):
     x = N.var("x", (3,))
-    with pytest.raises(DeviceError, match="delay.*calls back into Python"):
-        graphc.compile([x], N.delay(np.negative, [x], (3,)), device="cuda")
+    loop = N.fori_loop(0, 3, lambda i, c: c * 2.0, x)
+    with pytest.raises(DeviceError, match="loop.*runs its body as a graph compiled for the"):
+        graphc.compile([x], loop, device="cuda")
+
+
+def test_delay_calls_back_on_host_copies(fake_cuda):
+    """``N.delay`` on the device: its function gets host arrays, its result goes back
+    to the device; a failing callback fails the run and changes no variable."""
+    x, w = N.var("x", (3,)), N.var("w", (3,))
+    seen = []
+
+    def host(a):
+        seen.append(type(a))
+        if a[0] < 0:
+            raise ValueError("negative")
+        return np.sqrt(a)
+    g = graphc.compile([x, w], [N.delay(host, [x], (3,)) * 2.0], {w: w + x}, device="cuda")
+    np.testing.assert_allclose(g.run(x=np.array([4.0, 9.0, 16.0], np.float32),
+                                     w=np.zeros(3, np.float32))[0], [4.0, 6.0, 8.0])
+    assert seen == [np.ndarray]
+    with pytest.raises(ValueError, match="negative"):
+        g.run(x=np.array([-1.0, 1.0, 1.0], np.float32))
+    np.testing.assert_array_equal(g.value("w"), [4.0, 9.0, 16.0])
+    np.testing.assert_array_equal(g.value("x"), [4.0, 9.0, 16.0])
 
 
 def test_random_ops_draw_on_the_device_generator(fake_cuda):

@@ -38,8 +38,7 @@ from .cuda_graphs import LibraryCall
 from .cuda_reduce import reduction_kernel
 
 #: kinds the device program cannot run yet, and why (said in the error)
-UNSUPPORTED = {"delay": "calls back into Python with host arrays",
-               "loop": "runs its body as a graph compiled for the host",
+UNSUPPORTED = {"loop": "runs its body as a graph compiled for the host",
                "loop_part": "reads a loop's results, which live on the host"}
 
 
@@ -91,18 +90,41 @@ def _full_reduction(op, ins, out, ctx, xp):
     return reduce_all
 
 
+def _on_host(cpu_builder):
+    """A CPU builder run on host copies of its inputs, its result uploaded: for the
+    kinds that call back into Python with host arrays (``delay``)."""
+    def build(op, ins, out, ctx, xp):
+        host_ins = [np.empty(a.shape, a.dtype) for a in ins]
+        host_out = np.empty(out.shape, out.dtype)
+        call = cpu_builder(op, host_ins, host_out, ctx)
+        to_host = getattr(xp, "asnumpy", np.asarray)
+
+        def on_host():
+            for host, device in zip(host_ins, ins):
+                host[...] = to_host(device)
+            call()
+            if hasattr(out, "set"):
+                out.set(host_out)
+            else:
+                out[...] = host_out
+        return on_host
+    return build
+
+
 #: kinds whose CPU builder does not carry over to the device through NumPy's dispatch:
 #: ``builder(op, ins, out, ctx, xp)``. CuPy's generator ignores ``out=`` (each draw
 #: fills it with one number), so the draws are made at the output's size and written
-#: in; ``one_hot`` makes its class row with ``xp``; full reductions into 0-d outputs.
+#: in; ``one_hot`` makes its class row with ``xp``; full reductions into 0-d outputs;
+#: ``delay`` calls its function on host copies.
 DEVICE_BUILDERS = {"random_uniform": _uniform, "random_normal": _normal,
                    "random_bernoulli": _bernoulli,
                    **{kind: _full_reduction for kind in ("sum", "prod", "max", "min", "mean",
                                                           "any", "all")},
+                   "delay": _on_host(cpu_kernels.delay),
                    "one_hot": lambda op, ins, out, ctx, xp: cpu_kernels.one_hot(op, ins, out,
                                                                                 ctx, xp)}
-#: kinds whose device kernel reads a check back on the host (so it waits for the device)
-HOST_CHECKS = frozenset({"one_hot"})
+#: kinds whose device kernel reads back on the host (so it waits for the device)
+HOST_CHECKS = frozenset({"one_hot", "delay"})
 
 
 class DeviceRunContext(RunContext):
