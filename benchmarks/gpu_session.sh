@@ -9,7 +9,8 @@
 #   bench.txt, gpu.json, gpu.md   benchmarks/gpu.py
 # Usage (repository root): OUT=/tmp/out bash benchmarks/gpu_session.sh
 # Time limits (seconds) and the benchmark's arguments come from the environment:
-# PROBE_S, GPU_TESTS_S, SUITE_S (0: skip that part), BENCH_S, BENCH_ARGS, SUITE_WORKERS.
+# PROBE_S, GPU_TESTS_S, SUITE_S (0: skip that part), BENCH_S, BENCH_ARGS, SUITE_WORKERS,
+# SUITE_TESTS (the paths the suite part runs; default: tests).
 set -u
 OUT=${OUT:-/tmp/graphc-gpu}
 mkdir -p "$OUT"
@@ -24,7 +25,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
     tests/test_device_options.py > "$OUT/gpu_tests.txt" 2>&1; echo "exit $?" >> "$OUT/gpu_tests.txt" ) &
 # the CPU-only families (ONNX import, generated CPU kernels, MPI, doctests) stay out
 [ "${SUITE_S:-200}" != 0 ] && ( GRAPHC_DEVICE=cuda timeout "${SUITE_S:-200}" python3 -m pytest -v -n "${SUITE_WORKERS:-10}" \
-    -p no:cacheprovider --tb=line -o addopts="" tests \
+    -p no:cacheprovider --tb=line -o addopts="" ${SUITE_TESTS:-tests} \
     --ignore-glob='tests/test_onnx_*' --ignore-glob='tests/test_numba_*' \
     --ignore-glob='tests/test_generated_*' --ignore=tests/test_distributed.py \
     --ignore=tests/test_doctests.py > "$OUT/suite.txt" 2>&1; echo "exit $?" >> "$OUT/suite.txt" ) &

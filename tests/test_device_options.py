@@ -55,9 +55,10 @@ def test_capture_replays_what_plain_launches_compute(fake_cuda):
 @needs_gcc
 @pytest.mark.parametrize("reduce", ["sum", "mean", "prod"])   # the ones the optimiser fuses
 @pytest.mark.parametrize("keepdims", [False, True])
-def test_fused_reductions_are_one_generated_kernel(fake_cuda, reduce, keepdims):
+@pytest.mark.parametrize("axis", [(1, 2), (0, 2)])     # one stage; two (batch norm's kind)
+def test_fused_reductions_are_one_generated_kernel(fake_cuda, reduce, keepdims, axis):
     x, m = N.var("x", (6, 5, 7)), N.var("m", (6, 1, 7))
-    y = getattr(N, reduce)(N.exp(x - m) * 0.5, axis=(1, 2), keepdims=keepdims)
+    y = getattr(N, reduce)(N.exp(x - m) * 0.5, axis=axis, keepdims=keepdims)
     dev = graphc.compile([x, m], y, device="cuda")
     assert [n.op.kind for n in dev.liveness.steps] == ["fused_reduce"]
     assert dev.program.generated == 1

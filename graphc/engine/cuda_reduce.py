@@ -22,7 +22,7 @@ This module writes source only (no CuPy import), so it is tested on the CPU.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import numpy as np
@@ -95,3 +95,41 @@ def reduction_kernel(op, in_dtypes) -> ReductionSource:
         post_map_expr=post, identity=_identity(identity, dtype),
         name=f"{source.name}_{op['reduce']}", reduce_type=c_type, preamble=preamble,
         map=source, reduce=op["reduce"], axis=reduced_axes(op), keepdims=bool(op["keepdims"]))
+
+
+def reduction_stages(op) -> tuple:
+    """``(inner, outer)``: the reduced axes of a ``fused_reduce`` ``op`` split into the
+    trailing run of reduced axes and the rest. A reduction over axes ``(0, 2, 3)`` of
+    an NCHW value (batch norm's statistics) has only C outputs, and CuPy reduces each
+    output in one thread block: C blocks for N*H*W elements each. Reducing first over
+    the contiguous trailing axes (N*C outputs), then over the rest, fills the GPU.
+
+    >>> import numpy as np
+    >>> from graphc.type import Op
+    >>> op = Op.make("fused_reduce", program=((Op.make("exp"), (("in", 0),)),), reduce="sum",
+    ...              axis=(0, 2, 3), keepdims=True, full=(32, 64, 56, 56), shape=(1, 64, 1, 1),
+    ...              dtype=np.dtype("float32"))
+    >>> reduction_stages(op)
+    ((2, 3), (0,))
+    """
+    axes = sorted(reduced_axes(op))
+    inner = []
+    for axis in reversed(axes):
+        if axis != len(op["full"]) - 1 - len(inner):
+            break
+        inner.insert(0, axis)
+    if not inner:          # the last axis is kept: one stage over whatever is reduced
+        return tuple(axes), ()
+    return tuple(inner), tuple(a for a in axes if a not in inner)
+
+
+def first_stage(source: ReductionSource, op) -> tuple:
+    """The first stage of a two-stage reduction (:func:`reduction_stages`): its source
+    (the same kernel over the inner axes only; a mean divides by their count, so the
+    second stage's mean of equal-sized means is the whole mean) and the shape of the
+    partial results."""
+    inner, _ = reduction_stages(op)
+    keep = bool(op["keepdims"])
+    shape = tuple(1 if a in inner else n for a, n in enumerate(op["full"])
+                  if keep or a not in inner)
+    return replace(source, axis=inner, keepdims=keep), shape

@@ -35,7 +35,7 @@ from .program import Program
 from . import cuda_window as window
 from .cuda_codegen import elementwise_kernel, supported
 from .cuda_graphs import LibraryCall
-from .cuda_reduce import reduction_kernel
+from .cuda_reduce import first_stage, reduction_kernel, reduction_stages
 
 #: kinds the device program cannot run yet, and why (said in the error)
 UNSUPPORTED = {"loop": "runs its body as a graph compiled for the host",
@@ -227,6 +227,8 @@ class DeviceProgram(Program):
                 source = None       # a program without a generated form: refused below
             if source is not None:
                 self.generated += 1
+                if reduction_stages(node.op)[1]:
+                    return self._two_stages(node.op, source, backend, ins, out)
                 return partial(backend.reduction(source), *ins, out)
         if kind in window.KINDS and window.supported(node.op, shapes, dtypes, node.shape,
                                                      node.dtype):
@@ -248,6 +250,24 @@ class DeviceProgram(Program):
         if kind in MATRIX_PRODUCTS or KINDS[kind].family in LIBRARY_FAMILIES:
             return LibraryCall(call, self._tf32 if kind in MATRIX_PRODUCTS else None)
         return call
+
+    def _two_stages(self, op, source, backend, ins, out):
+        """A fused reduction over the trailing axes into a small buffer of partial
+        results (made once, outside the plan: N*C elements for batch norm), then over
+        the rest with CuPy's own reduction (:func:`.cuda_reduce.reduction_stages`)."""
+        first, shape = first_stage(source, op)
+        partial_results = self.xp.empty(shape, out.dtype)
+        inner = backend.reduction(first)
+        combine = getattr(self.xp, op["reduce"])
+        outer, keep = reduction_stages(op)[1], bool(op["keepdims"])
+
+        def two_stages():
+            inner(*ins, partial_results)
+            if out.ndim:
+                combine(partial_results, axis=outer, keepdims=keep, out=out)
+            else:       # CuPy 14's CUB path fails on a 0-d out= (see _full_reduction)
+                out[...] = combine(partial_results, axis=outer, keepdims=keep)
+        return two_stages
 
     def store(self, dst, src) -> None:
         """Copy ``src`` into the device array ``dst``: a host (NumPy) array is uploaded
