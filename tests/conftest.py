@@ -41,3 +41,15 @@ if os.environ.get("GRAPHC_TEST_FAKE_CUDA") == "1":
     from test_device_program import _backend as _fake_backend
 
     _devices.cuda_backend = _fake_backend
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _cpu_engine_tests_stay_on_the_cpu(request, monkeypatch):
+    """Tests marked ``cpu_engine`` are about the CPU program's own features (bound
+    inputs, views of every kind, floating-point error reports): they compile for the
+    CPU even where ``$GRAPHC_DEVICE`` sends every other graph to the GPU."""
+    if request.node.get_closest_marker("cpu_engine") is not None:
+        monkeypatch.delenv("GRAPHC_DEVICE", raising=False)

@@ -19,6 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+pytestmark = pytest.mark.cpu_engine   # binding inputs is the CPU program's
+
 import graphc
 import graphc.ndarray as N
 from graphc.engine.cpu import BIND_BYTES_PER_READER
