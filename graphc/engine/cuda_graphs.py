@@ -10,8 +10,11 @@ A run executes a list of steps (only those whose inputs changed, split where the
 commit phase starts), so each distinct list is replayed as one unit: the first time a list
 runs it runs plainly (compiling its kernels, growing the memory pool), the second
 time it is captured, and from then on it is replayed. CuPy refuses cuBLAS calls
-while a stream captures, so the matrix products (:class:`LibraryCall` steps) are
-launched as they are between the graphs that capture the steps around them. Memory a kernel allocates
+while a stream captures, so a matrix product is captured as the same call made
+through a cuBLAS handle of graphc's own (:class:`GemmStep`, :mod:`.cuda_blas`);
+where that fails, and for the other library calls and host checks
+(:class:`LibraryCall`), those steps are launched as they are between the graphs
+that capture the steps around them. Memory a kernel allocates
 while it is captured (a library's temporaries) is held for as long as the graph
 is (``held_bytes``), since the graph replays writes to those addresses. A list of
 steps that cannot be captured (a kernel that synchronises with the host) runs
@@ -74,22 +77,23 @@ class GraphReplay:
     def _record(self, kernels, around):
         """One launch for ``kernels``: each run of steps between library calls
         captured as a graph, the library calls (``library`` set) launched as they are."""
-        pieces, held = [], 0
-        try:
-            with around() if around is not None else nullcontext():
-                for library, group in itertools.groupby(kernels, is_library_call):
-                    group = list(group)
-                    if library:
-                        pieces.extend(group)
-                    else:
-                        launch, nbytes = self._capture(group)
-                        pieces.append(launch)
-                        held += nbytes
-        except Exception as error:     # a kernel that cannot be captured: run plainly
+        errors = []
+        # first with the products captured through graphc's own cuBLAS handle; where
+        # that fails, with them launched between the graphs; else the steps run plainly
+        for split_products in (False, True):
+            try:
+                pieces, held = self._pieces(kernels, around, split_products)
+                break
+            except Exception as error:
+                errors.append(f"{type(error).__name__}: {error}")
+        else:
             warnings.warn(f"compile(capture=True): {len(kernels)} steps could not be "
                           f"captured into CUDA graphs and run as separate launches "
-                          f"({type(error).__name__}: {error})", RuntimeWarning, stacklevel=4)
+                          f"({'; then '.join(errors)})", RuntimeWarning, stacklevel=4)
             return None
+        if errors:
+            warnings.warn(f"compile(capture=True): the matrix products run between the "
+                          f"captured graphs ({errors[0]})", RuntimeWarning, stacklevel=4)
         self.held_bytes += held
         self.pieces += len(pieces)
 
@@ -97,6 +101,50 @@ class GraphReplay:
             for piece in pieces:
                 piece()
         return launch_all
+
+    def _pieces(self, kernels, around, split_products):
+        """``(pieces, held bytes)``: each run of capturable steps captured as one graph
+        (its products too, unless ``split_products``), the other steps as they are."""
+        pieces, held = [], 0
+        with around() if around is not None else nullcontext():
+            for apart, group in itertools.groupby(kernels, _between_graphs(split_products)):
+                group = list(group)
+                if apart:
+                    pieces.extend(group)
+                else:
+                    launch, nbytes = self._capture(group)
+                    pieces.append(launch)
+                    held += nbytes
+        return pieces, held
+
+
+def _between_graphs(split_products: bool):
+    def launched_apart(kernel) -> bool:
+        return is_library_call(kernel) or (split_products and isinstance(kernel, GemmStep))
+    return launched_apart
+
+
+class GemmStep:
+    """A matrix product that a CUDA graph can hold: run plainly it is CuPy's call
+    (``call``, within ``scope``: TF32), captured it is the same product made through
+    graphc's own cuBLAS handle (``plan``: :func:`.cuda_blas.gemm_plan`), which CuPy's
+    refusal of cuBLAS under capture does not reach."""
+
+    library = False
+
+    def __init__(self, call, plan, dtype, scope=None, tf32: bool = False):
+        self.call, self.plan, self.dtype, self.scope, self.tf32 = call, plan, dtype, scope, tf32
+
+    def __call__(self):
+        if self.scope is None:
+            self.call()
+        else:
+            with self.scope():
+                self.call()
+
+    def captured(self, handle):
+        """The product made through ``handle`` (a :class:`.cuda_blas.CublasHandle`)."""
+        return lambda: handle.gemm(self.plan, self.dtype)
 
 
 class LibraryCall:
@@ -127,10 +175,16 @@ def cupy_capture(cupy):
     on a stream of their own (a blocking one, so it stays ordered with the copies CuPy
     makes on the default stream) in relaxed mode, with every allocation made during
     the capture taken from CuPy's pool and kept with the graph."""
-    made = {}        # the stream, made on the first capture
+    made = {}        # the stream, made on the first capture, and the cuBLAS handles on it
+
+    def handle(tf32: bool):
+        if tf32 not in made:
+            from .cuda_blas import CublasHandle
+            made[tf32] = CublasHandle(cupy, made["stream"], tf32)
+        return made[tf32]
 
     def capture(kernels):
-        if not made:
+        if "stream" not in made:
             made["stream"] = cupy.cuda.Stream()
         stream = made["stream"]
         pool = cupy.get_default_memory_pool()
@@ -149,7 +203,8 @@ def cupy_capture(cupy):
                 stream.begin_capture(mode)
             try:
                 for kernel in kernels:
-                    kernel()
+                    captured = getattr(kernel, "captured", None)
+                    (kernel if captured is None else captured(handle(kernel.tf32)))()
             finally:
                 graph = stream.end_capture()
         held_bytes = sum(m.mem.size for m in held)

@@ -34,7 +34,8 @@ from .cpu_kernels import build_kernel
 from .program import Program
 from . import cuda_window as window
 from .cuda_codegen import elementwise_kernel, supported
-from .cuda_graphs import LibraryCall
+from .cuda_blas import gemm_plan
+from .cuda_graphs import GemmStep, LibraryCall
 from .cuda_reduce import first_stage, reduction_kernel, reduction_stages
 
 #: kinds the device program cannot run yet, and why (said in the error)
@@ -247,6 +248,10 @@ class DeviceProgram(Program):
         if len(self.ctx.scratch_taken) != before:
             raise DeviceError(f"compile(device=...): {node.label()} ({kind}) streams through a "
                               "host scratch buffer, which the device program does not have")
+        if kind == "matmul" and self._capture is not None:
+            plan = gemm_plan(*cpu_kernels.matmul_operands(node.op, ins, out))
+            if plan is not None:
+                return GemmStep(call, plan, out.dtype, self._tf32, tf32=self._tf32 is not None)
         if kind in MATRIX_PRODUCTS or KINDS[kind].family in LIBRARY_FAMILIES:
             return LibraryCall(call, self._tf32 if kind in MATRIX_PRODUCTS else None)
         return call

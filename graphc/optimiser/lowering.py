@@ -148,6 +148,11 @@ def _lowering_rules(kind, keep=None):
 
 
 LOWERING_RULES = [rule for kind in DECOMPOSITIONS for rule in _lowering_rules(kind)]
+#: the rules for the device: every convolution, a 1x1 one too, since a reshape of a
+#: computed value is a view there (``engine.devices.DEVICE_VIEWS``) and its GEMM then a
+#: product a CUDA graph can hold (``engine.cuda_blas``)
+DEVICE_LOWERING_RULES = [Rule(f"lower_{kind}", Pat(kind), lambda b, node: _lower(node))
+                         for kind in DECOMPOSITIONS]
 #: the rules with ``kernels="generated"``: the convolutions the direct kernel takes stay
 LOWERING_RULES_KEEPING_DIRECT = [rule for kind in DECOMPOSITIONS
                                  for rule in _lowering_rules(kind, keep=direct_conv)]
@@ -198,7 +203,9 @@ LOWERING = Pass("lowering", LOWERING_RULES, produces=LOWERING_PRODUCES,
 LOWERING_FOR_KERNELS = {
     "numpy": LOWERING,
     # the device (graphc.engine.device) has no direct convolution: all are lowered
-    "device": LOWERING,
+    "device": Pass("lowering", DEVICE_LOWERING_RULES, produces=LOWERING_PRODUCES,
+                   doc="convolutions -> im2col/col2im + GEMM, the 1x1 ones -> a GEMM on a "
+                       "reshape (a view on the device)"),
     "generated": Pass("lowering", LOWERING_RULES_KEEPING_DIRECT, produces=LOWERING_PRODUCES,
                       doc="convolutions -> im2col/col2im + GEMM, but the grouped ones the "
                           "engine's direct kernel takes"),
