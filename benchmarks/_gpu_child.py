@@ -5,10 +5,12 @@
 
 - ``graphc``: ``device="cuda"``, planned as the CPU benchmark plans
   (``_cases.PLAN``, training with ``_cases.TRAIN_OPTIONS``), variants ``launches``
-  (one launch per step) and ``cuda_graph`` (``compile(capture=True)``);
+  (one launch per step), ``cuda_graph`` (``compile(capture=True)``) and
+  ``cuda_graph_tf32`` (with ``tf32=True``);
 - ``torch``: the same architecture and weights (``_torch_models``) on the GPU,
   variants ``eager`` and ``cuda_graph`` (``torch.cuda.CUDAGraph`` around the whole
-  inference, or the whole training step: forward, backward, optimiser).
+  inference, or the whole training step: forward, backward, optimiser), in strict
+  fp32 (cuDNN's TF32 off), and ``eager_tf32`` (PyTorch's defaults: TF32 convolutions).
 
 Both are fed a batch already in device memory and bring the step's result (logits
 or loss) back to the host, as a user reading it does. Timing: two warm-up steps,
@@ -61,7 +63,8 @@ def graphc_case(name, repeats, seed):
     pool = cp.get_default_memory_pool()
     sync = cp.cuda.Device().synchronize
     results = []
-    for variant, capture in (("launches", False), ("cuda_graph", True)):
+    for variant, capture, tf32 in (("launches", False, False), ("cuda_graph", True, False),
+                                   ("cuda_graph_tf32", True, True)):
         work = case.prepare(seed)
         x = cp.asarray(work["x"])
         gc.collect()
@@ -73,14 +76,14 @@ def graphc_case(name, repeats, seed):
                                                              case.make_optimiser(),
                                                              work["shape"])
             exe = graphc.compile(inputs, loss, updates, seed=0, plan=PLAN, device="cuda",
-                                 capture=capture, **TRAIN_OPTIONS)
+                                 capture=capture, tf32=tf32, **TRAIN_OPTIONS)
             exe.assign(**work.pop("params"))
             exe.assign(**{var.name: value for var, value in state.items()})
             labels = cp.asarray(work["labels"])
             step = lambda: exe.run(x=x, labels=labels)    # noqa: E731
         else:
             exe = nn.compile_inference(work["model"], work.pop("params"), work["shape"],
-                                       plan=PLAN, device="cuda", capture=capture)
+                                       plan=PLAN, device="cuda", capture=capture, tf32=tf32)
             step = lambda: exe.run(x=x)                     # noqa: E731
         build = time.perf_counter() - started
         with warnings.catch_warnings(record=True) as caught:   # a capture that fell back
@@ -110,7 +113,11 @@ def torch_case(name, repeats, seed):
     case = GPU_CASES[name]
     sync = torch.cuda.synchronize
     results = []
-    for variant in ("eager", "cuda_graph"):
+    for variant in ("eager", "cuda_graph", "eager_tf32"):
+        # fp32 as the issue asks: PyTorch's default lets cuDNN's convolutions use TF32,
+        # which only the _tf32 variant keeps (against graphc's tf32=True)
+        tf32 = variant.endswith("tf32")
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = tf32
         work = case.prepare(seed)
         model = _torch_models.MODELS[case.model]()
         _torch_models.load_graphc_params(model, work.pop("params") if case.train
@@ -127,7 +134,7 @@ def torch_case(name, repeats, seed):
         model = model.cuda()
         if not case.train:
             model.eval()
-            if variant == "eager":
+            if variant != "cuda_graph":
                 def step():
                     with torch.inference_mode():
                         return model(x).cpu()
@@ -158,7 +165,7 @@ def torch_case(name, repeats, seed):
                 loss.backward()
                 optimiser.step()
                 return loss
-            if variant == "eager":
+            if variant != "cuda_graph":
                 step = lambda: one().detach().cpu()        # noqa: E731
             else:
                 side = torch.cuda.Stream()

@@ -9,7 +9,9 @@ batch 32 (SGD with momentum) and Owl's MNIST CNN training step at batch 100
 - graphc ``device="cuda"``: one launch per step (``launches``), and the whole run
   replayed as CUDA graphs (``cuda_graph``: ``compile(capture=True)``);
 - PyTorch eager, and PyTorch with the whole step captured in a
-  ``torch.cuda.CUDAGraph`` (``cuda_graph``).
+  ``torch.cuda.CUDAGraph`` (``cuda_graph``), both strict fp32 (cuDNN's TF32 off);
+- with TF32 matrix products: graphc ``cuda_graph_tf32`` (``tf32=True``) and PyTorch
+  ``eager_tf32`` (its defaults, which let cuDNN's convolutions use TF32).
 
 Every engine runs in a fresh process per round (benchmarks/_gpu_child.py), the
 order flipping each round; the table shows the best median per step with the
@@ -81,7 +83,8 @@ def table(summary, cases) -> str:
     for case in cases:
         torch_eager = summary.get(f"{case}/torch/eager")
         for engine, variant in (("graphc", "launches"), ("graphc", "cuda_graph"),
-                                ("torch", "eager"), ("torch", "cuda_graph")):
+                                ("graphc", "cuda_graph_tf32"), ("torch", "eager"),
+                                ("torch", "cuda_graph"), ("torch", "eager_tf32")):
             row = summary.get(f"{case}/{engine}/{variant}")
             if row is None:
                 continue

@@ -196,13 +196,18 @@ class DeviceProgram(Program):
         self.elided = len(self.kernels) - len(self.steps)
 
     def buffer(self, size: int):
-        return self.xp.empty(size, dtype=np.uint8)
+        return self._made(self.xp.empty(size, dtype=np.uint8))
 
     def empty(self, shape, dtype):
-        return self.xp.empty(shape, dtype=dtype)
+        return self._made(self.xp.empty(shape, dtype=dtype))
 
     def constant(self, array):
-        return self.xp.asarray(array)
+        return self._made(self.xp.asarray(array))
+
+    def _made(self, array):
+        """Count the device bytes this program allocates (``stats()["device_bytes"]``)."""
+        self.device_bytes = getattr(self, "device_bytes", 0) + array.nbytes
+        return array
 
     def _kernel(self, node, backend):
         kind = node.op.kind
@@ -261,7 +266,7 @@ class DeviceProgram(Program):
         results (made once, outside the plan: N*C elements for batch norm), then over
         the rest with CuPy's own reduction (:func:`.cuda_reduce.reduction_stages`)."""
         first, shape = first_stage(source, op)
-        partial_results = self.xp.empty(shape, out.dtype)
+        partial_results = self.empty(shape, out.dtype)
         inner = backend.reduction(first)
         combine = getattr(self.xp, op["reduce"])
         outer, keep = reduction_stages(op)[1], bool(op["keepdims"])
@@ -292,9 +297,16 @@ class DeviceProgram(Program):
         return self.replay
 
     def device_stats(self) -> dict:
-        """What only a device program has: captured graphs and what they hold."""
+        """What only a device program has: the device bytes it allocated (planned
+        buffers, variables, constants, partial results; the captures' temporaries are
+        ``capture_held_bytes``), what CuPy's pool holds for the whole process, and
+        the captured graphs."""
         replay = self.replay
-        return {"captured_graphs": replay.graphs if replay else 0,
+        pool = getattr(self.xp, "get_default_memory_pool", None)
+        return {"device_bytes": getattr(self, "device_bytes", 0),
+                # process-wide: every graph's arrays, libraries' temporaries, free blocks
+                "device_pool_bytes": pool().total_bytes() if pool is not None else None,
+                "captured_graphs": replay.graphs if replay else 0,
                 "replay_launches": replay.pieces if replay else 0,
                 "graph_replays": replay.replays if replay else 0,
                 "capture_held_bytes": replay.held_bytes if replay else 0}
