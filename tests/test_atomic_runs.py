@@ -330,6 +330,7 @@ def test_interrupts_at_random_moments_never_leave_a_mixed_state(schedule):
 
 
 # -- floating-point conditions of the commit ---------------------------------------------
+@pytest.mark.cpu_engine   # NumPy's floating-point errors: the CPU's
 def test_floating_point_errors_raised_by_numpy_cannot_tear_the_commit():
     """Under ``np.errstate(over="raise")`` an overflow in a step that writes a
     variable is reported after the commit as a warning (the run succeeded), while

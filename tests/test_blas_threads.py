@@ -9,6 +9,8 @@ import graphc.ndarray as N
 from graphc.engine import blas_threads
 from graphc.engine.blas_threads import blas_shared, threads_per_worker
 
+pytestmark = pytest.mark.cpu_engine   # BLAS threads of the CPU schedules
+
 threadpoolctl = pytest.importorskip("threadpoolctl")
 
 

@@ -40,6 +40,9 @@ from elementwise_cases import (ELEMENTWISE, INEXACT, _clip, _ints, assert_same, 
 STATS: Counter = Counter()   # events the properties count
 
 needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc is not installed")
+# the graphs these tests compile are the CPU's (their nodes' values are computed on the
+# host and each generated kernel checked against them)
+pytestmark = pytest.mark.cpu_engine
 def check_node(op, inputs, shape, want):
     """The generated kernel of ``op`` against the CPU's value ``want``."""
     dtypes = [np.asarray(a).dtype for a in inputs]

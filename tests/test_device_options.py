@@ -14,6 +14,7 @@ import graphc.neural as nn
 import graphc.engine.devices as devices
 from graphc import DeviceError
 from graphc.engine.cuda_graphs import GemmStep, is_library_call
+from graphc.engine.cuda_reduce import reduction_stages
 
 from c_kernels import GCC, GPU
 from test_device_program import _close, fake_cuda  # noqa: F401  (the fixture)
@@ -86,17 +87,20 @@ def test_products_go_between_graphs_where_capturing_them_fails(fake_cuda, monkey
 @pytest.mark.parametrize("keepdims", [False, True])
 @pytest.mark.parametrize("axis", [(1, 2), (0, 2)])     # one stage; two (batch norm's kind)
 def test_fused_reductions_are_one_generated_kernel(fake_cuda, reduce, keepdims, axis):
-    x, m = N.var("x", (6, 5, 7)), N.var("m", (6, 1, 7))
-    y = getattr(N, reduce)(N.exp(x - m) * 0.5, axis=axis, keepdims=keepdims)
+    x, m = N.var("x", (6, 5, 70)), N.var("m", (6, 1, 70))
+    y = getattr(N, reduce)(N.exp((x - m) * 0.01), axis=axis, keepdims=keepdims)
     dev = graphc.compile([x, m], y, device="cuda")
     assert [n.op.kind for n in dev.liveness.steps] == ["fused_reduce"]
     assert dev.program.generated == 1
+    two_stages = reduction_stages(dev.liveness.steps[0].op)[1] != ()
+    assert two_stages == (axis == (0, 2))         # 70 trailing elements: worth a stage
     rng = np.random.default_rng(2)
-    X = rng.standard_normal((6, 5, 7)).astype(np.float32)
-    M = rng.standard_normal((6, 1, 7)).astype(np.float32)
+    X = rng.standard_normal((6, 5, 70)).astype(np.float32)
+    M = rng.standard_normal((6, 1, 70)).astype(np.float32)
     _close(dev.run(x=X, m=M), graphc.compile([x, m], y).run(x=X, m=M))
 
 
+@pytest.mark.cpu_engine   # the CPU's refusal
 def test_device_options_are_refused_on_the_cpu():
     x = N.var("x", (3,))
     with pytest.raises(DeviceError, match="capture=True is an option of device='cuda'"):

@@ -4,6 +4,8 @@ by gcc (tests/c_kernels.py) standing in for ``cupy.ElementwiseKernel``. So the
 planning on device memory, the one-kernel-per-fused-node wiring, the transfers
 and the Executable around it run for real; only CuPy itself is not exercised
 (no GPU here). Without CuPy, ``device="cuda"`` is a clear error."""
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, note
@@ -114,7 +116,8 @@ def _close(got, want, where=""):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True, err_msg=where)
 
 
-@pytest.mark.skipif(GPU, reason="CuPy is installed here")
+@pytest.mark.skipif(GPU or os.environ.get("GRAPHC_TEST_FAKE_CUDA") == "1",
+                    reason="CuPy (or its stand-in) is there")
 def test_without_cupy_device_cuda_says_what_is_missing():
     x = N.var("x", (3,))
     with pytest.raises(DeviceError, match="CuPy is not installed.*graphc\\[gpu\\]"):
@@ -218,11 +221,39 @@ def test_a_training_step_on_the_device_program_equals_the_cpu(fake_cuda, capture
                                    err_msg=name)
 
 
-def test_what_the_device_program_cannot_run_is_refused_by_name(fake_cuda):
+@needs_gcc
+def test_loops_run_their_body_on_host_copies(fake_cuda):
+    """A loop's body is a graph of its own, compiled for the host: on the device the
+    loop node hands it host copies and uploads its results, which ``loop_part``
+    nodes then read on the device."""
+    x, xs = N.var("x", (3,)), N.var("xs", (4, 3))
+    carry, ys = N.scan(lambda c, row: (c * 0.5 + row, N.exp(c)), x, xs)
+    dev = graphc.compile([x, xs], [carry, ys * 2.0], device="cuda")
+    cpu = graphc.compile([x, xs], [carry, ys * 2.0])
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.standard_normal(3).astype(np.float32),
+             "xs": rng.standard_normal((4, 3)).astype(np.float32)}
+    for got, want in zip(dev.run(**feeds), cpu.run(**feeds)):
+        _close(got, want)
+
+
+@pytest.mark.skipif(not GPU, reason="CuPy's generator (GRAPHC_TEST_GPU=1)")
+def test_a_draw_cupys_generator_lacks_is_refused_by_name():
+    from graphc.operator.random_functions import DRAW_METHODS
+    def size_only(method):      # drawn with nothing but a size
+        try:
+            getattr(np.random.default_rng(0), method)(size=3)
+        except TypeError:
+            return False
+        return True
+    missing = sorted(m for m in DRAW_METHODS
+                     if not hasattr(gpu_backend().rng(0), m) and size_only(m))
+    if not missing:
+        pytest.skip("this CuPy's generator has every method")
     x = N.var("x", (3,))
-    loop = N.fori_loop(0, 3, lambda i, c: c * 2.0, x)
-    with pytest.raises(DeviceError, match="loop.*runs its body as a graph compiled for the"):
-        graphc.compile([x], loop, device="cuda")
+    draw = getattr(N.random, missing[0])
+    with pytest.raises(DeviceError, match=f"random.{missing[0]}, which the device's generator"):
+        graphc.compile([x], x + N.astype(draw(size=(3,)), x.dtype), device="cuda")
 
 
 def test_delay_calls_back_on_host_copies(fake_cuda):

@@ -27,6 +27,8 @@ from graphc.engine.numba_kernels import fused_reduce_kernel  # noqa: E402
 from graphc.optimiser.fuse_reduce import reduces_innermost  # noqa: E402
 from graphc.type import Op  # noqa: E402
 
+pytestmark = pytest.mark.cpu_engine   # the CPU engine's fused-reduction policy
+
 #: a sum of n terms accumulated in another order differs by at most about n ulps of
 #: the sum of the terms' magnitudes; these are generous bounds on that
 RTOL = {np.float32: 2e-5, np.float64: 1e-12}

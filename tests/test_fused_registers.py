@@ -15,6 +15,8 @@ from graphc.engine.strategy import STREAM_MIN, fused_overwritable
 from graphc.type import Op
 from graphc.type.program import last_branch, registers
 
+pytestmark = pytest.mark.cpu_engine   # the CPU's fused programs and registers
+
 needs_numba = pytest.mark.skipif(available() is not None, reason="Numba is not installed")
 KERNELS = ["numpy", pytest.param("generated", marks=needs_numba)]
 

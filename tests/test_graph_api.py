@@ -165,6 +165,7 @@ def test_copied_outputs_are_not_overwritten_by_later_runs(plan):
         assert r.flags.writeable and r.flags.owndata
 
 
+@pytest.mark.cpu_engine   # host views of outputs: the CPU's
 @pytest.mark.parametrize("plan", PLANS)
 def test_uncopied_outputs_are_read_only_views_valid_until_the_next_run(plan):
     x = N.var("x", (4,))
@@ -185,6 +186,7 @@ def test_uncopied_outputs_are_read_only_views_valid_until_the_next_run(plan):
     assert isinstance(out, np.ndarray) and not out.flags.writeable
 
 
+@pytest.mark.cpu_engine   # host views of outputs: the CPU's
 @pytest.mark.parametrize("copy_outputs", [True, False])
 def test_an_updated_variable_output_shows_its_value_during_the_run(copy_outputs):
     w = N.var("w", (3,))
@@ -198,6 +200,7 @@ def test_an_updated_variable_output_shows_its_value_during_the_run(copy_outputs)
         assert not before.flags.writeable
 
 
+@pytest.mark.cpu_engine   # host views of outputs: the CPU's
 def test_uncopied_outputs_do_not_let_the_caller_write_into_the_graph():
     x = N.var("x", (3,))
     g = compile_as_written([x], [x, N.exp(x)], copy_outputs=False)

@@ -155,7 +155,11 @@ def test_eager_and_graph_forward_agree(make, shape):
 @pytest.mark.parametrize("make, shape", [
     (lambda: nn.resnet50(classes=10), (2, 3, 64, 64)),
     # dropout draws differ between eager and graph mode: compared without it
-    (lambda: nn.InceptionV3(classes=5, image_size=75, dropout=0.0), (2, 3, 75, 75))],
+    # batch norm over 2 images of small maps amplifies any reordered sum past 1e-4 in
+    # the logits (seen on the device, whose reductions sum in another order): NumPy's
+    # order, the CPU program's, is what this case compares
+    pytest.param(lambda: nn.InceptionV3(classes=5, image_size=75, dropout=0.0),
+                 (2, 3, 75, 75), marks=pytest.mark.cpu_engine)],
     ids=["resnet50", "inception_v3"])
 def test_training_forward_uses_batch_statistics(make, shape):
     model = make()

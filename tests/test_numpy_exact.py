@@ -41,6 +41,8 @@ from graphc.optimiser.simplify import IDENTITIES
 from neural_reference import ref_conv, ref_conv_backward_input, ref_conv_backward_kernel
 from test_plan_random import build_graph, programs
 
+pytestmark = pytest.mark.cpu_engine   # NumPy's bits, kept by the CPU program (the device has its own)
+
 FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 

@@ -481,6 +481,7 @@ def test_errors_name_the_function_and_the_shapes():
         N.linalg.matrix_power(N.var("a", (3, 3)), 1.5)
 
 
+@pytest.mark.cpu_engine   # views of every kind: the CPU's
 def test_views_of_other_values_are_read_in_place():
     """Transposed and sliced operands reach LAPACK as views (the kinds read strides)."""
     x = N.var("x", (4, 6), np.float64)

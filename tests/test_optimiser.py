@@ -96,6 +96,7 @@ def test_cse_never_merges_random_draws():
 
 
 # -- constant folding ---------------------------------------------------------------------
+@pytest.mark.cpu_engine   # folding computes with the CPU's kernels: their bits
 def test_fold_computes_constant_subgraphs_once_with_the_engine_kernels():
     x = N.var("x", (4,))
     c = N.exp(N.const(np.arange(4, dtype=F32))) * 3.0 + 1.0

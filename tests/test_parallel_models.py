@@ -15,6 +15,8 @@ from graphc.engine.blas_threads import blas_shared
 from graphc.engine.checker import check_concurrent_plan
 from graphc.neural import compile_inference, compile_training
 
+pytestmark = pytest.mark.cpu_engine   # the CPU thread schedules
+
 REPEATS = 6
 
 

@@ -19,6 +19,7 @@ import os
 import tempfile
 
 import numpy as np
+import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
@@ -446,6 +447,7 @@ def test_the_strategy_covers_every_instruction():
 
 @given(programs(max_ops=20), st.integers(0, 2**32 - 1), st.sampled_from(["blocks", "offsets"]),
        st.sampled_from(SCHEDULES[1:]))
+@pytest.mark.cpu_engine   # the CPU thread schedules
 def test_parallel_runs_repeat_the_serial_runs_bit_for_bit(program, seed, plan, parallel):
     """Races show up only now and then: many runs in lockstep with the serial
     schedule, some feeding only part of the inputs (incremental runs). Under

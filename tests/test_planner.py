@@ -13,6 +13,8 @@ import pytest
 import graphc
 import graphc.ndarray as N
 
+pytestmark = pytest.mark.cpu_engine   # plan figures of the CPU program (views, aliases)
+
 # These tests state exact facts about the graph as written (node counts, plans worked
 # out by hand), so the optimiser, which rewrites it, is off; tests/test_optimiser.py
 # covers the optimised graphs.

@@ -14,6 +14,8 @@ from graphc.engine.cuda_codegen import elementwise_kernel
 from graphc.engine.cuda_window import window_kernel
 from graphc.type import Op
 
+pytestmark = pytest.mark.cpu_engine   # the CPU thread schedules
+
 
 @pytest.mark.parametrize("options, message", [
     (dict(schedule="threads"), "unknown schedule 'threads'"),

@@ -744,6 +744,7 @@ def test_a_graph_whose_shapes_ask_for_terabytes_is_refused(tmp_path, saved):
     refused_cheaply(bad, "node 1 (fill), of shape (1099511627776, 3)")
 
 
+@pytest.mark.cpu_engine   # compares with NumPy's bits
 def test_max_bytes_bounds_constants_and_values_and_can_be_raised(tmp_path):
     x = N.var("x", (1000,))
     path = tmp_path / "m.npz"

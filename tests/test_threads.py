@@ -13,6 +13,8 @@ import graphc
 import graphc.ndarray as N
 from graphc.engine.schedules import SCHEDULES
 
+pytestmark = pytest.mark.cpu_engine   # graphs shared by CPU threads
+
 THREADS, RUNS = 4, 40
 
 

@@ -325,6 +325,7 @@ def _batch(model, n=3, seed=0):
 
 @pytest.mark.parametrize("opt", [nn.SGD(0.05, momentum=0.9), nn.Adam(0.01)],
                          ids=lambda o: type(o).__name__)
+@pytest.mark.cpu_engine   # the CPU thread schedules
 def test_one_model_trains_eagerly_serially_and_in_parallel_alike(opt):
     make = lambda: nn.MnistCNN(image_size=8, hidden=16, dropout=0.0)  # noqa: E731
     x, y = _batch(make())

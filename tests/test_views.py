@@ -12,6 +12,8 @@ import graphc
 import graphc.ndarray as N
 from graphc.engine.strategy import STREAM_MIN
 
+pytestmark = pytest.mark.cpu_engine   # views of every kind are the CPU program's
+
 F64 = np.float64
 RNG = np.random.default_rng(15)
 KERNELS = ["numpy", "generated"]

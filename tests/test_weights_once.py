@@ -26,6 +26,8 @@ import pytest
 
 import graphc.neural as nn
 
+pytestmark = pytest.mark.cpu_engine   # the CPU program holds a model's weights once
+
 try:
     from numpy.lib.array_utils import byte_bounds
 except ImportError:                       # NumPy 1.x

@@ -9,6 +9,8 @@ import graphc.ndarray as N
 from graphc.engine.cpu import RunContext
 from graphc.engine.cpu_kernels import build_kernel
 
+pytestmark = pytest.mark.cpu_engine   # the CPU kernels' workspace arenas
+
 
 def _training_like_graph():
     """Two max-pooling gradients of different sizes and a strided 3x3 convolution's

@@ -84,7 +84,8 @@ class RunContext:
         dtype = np.dtype(dtype)
         nbytes = -(-math.prod(shape) * dtype.itemsize // ALIGN) * ALIGN
         if self._arenas is None:
-            return np.empty(shape, dtype)
+            return self.memory(nbytes)[:math.prod(shape) * dtype.itemsize].view(
+                dtype).reshape(shape)
         if self._kernel_slot is None:
             if self._replay:
                 self._kernel_slot = self._replay.pop(0)
@@ -125,8 +126,13 @@ class RunContext:
             slot = len(self.scratch_taken) % len(self._slots)
             self.scratch_taken.append(slot)
         if self._slots[slot] is None:
-            self._slots[slot] = aligned_bytes(SCRATCH_BYTES)
+            self._slots[slot] = self.memory(SCRATCH_BYTES)
         return self._slots[slot][:nbytes]
+
+    def memory(self, nbytes: int):
+        """``nbytes`` of uint8 where this context's kernels compute: host memory here,
+        the device's in a device program's context."""
+        return aligned_bytes(nbytes)
 
     @property
     def scratch_slot_count(self) -> int:

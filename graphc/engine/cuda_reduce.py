@@ -97,12 +97,19 @@ def reduction_kernel(op, in_dtypes) -> ReductionSource:
         map=source, reduce=op["reduce"], axis=reduced_axes(op), keepdims=bool(op["keepdims"]))
 
 
+#: the fewest elements of the trailing axes for which the first stage pays (one block
+#: per partial result); fewer (batch norm over 1x1 maps) reduce in one stage
+TWO_STAGE_MIN = 64
+
+
 def reduction_stages(op) -> tuple:
     """``(inner, outer)``: the reduced axes of a ``fused_reduce`` ``op`` split into the
     trailing run of reduced axes and the rest. A reduction over axes ``(0, 2, 3)`` of
     an NCHW value (batch norm's statistics) has only C outputs, and CuPy reduces each
     output in one thread block: C blocks for N*H*W elements each. Reducing first over
-    the contiguous trailing axes (N*C outputs), then over the rest, fills the GPU.
+    the contiguous trailing axes (N*C outputs), then over the rest, fills the GPU;
+    ``outer`` is empty where one stage does (trailing axes of fewer than
+    :data:`TWO_STAGE_MIN` elements).
 
     >>> import numpy as np
     >>> from graphc.type import Op
@@ -118,9 +125,12 @@ def reduction_stages(op) -> tuple:
         if axis != len(op["full"]) - 1 - len(inner):
             break
         inner.insert(0, axis)
-    if not inner:          # the last axis is kept: one stage over whatever is reduced
+    outer = tuple(a for a in axes if a not in inner)
+    inner_count = int(np.prod([op["full"][a] for a in inner])) if inner else 0
+    # the last axis kept, or trailing axes too short to fill a block: one stage
+    if not inner or not outer or inner_count < TWO_STAGE_MIN:
         return tuple(axes), ()
-    return tuple(inner), tuple(a for a in axes if a not in inner)
+    return tuple(inner), outer
 
 
 def first_stage(source: ReductionSource, op) -> tuple:

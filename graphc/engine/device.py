@@ -29,7 +29,8 @@ import numpy as np
 from ..type.errors import DeviceError, GraphcError
 from ..type.kinds import KINDS, is_elementwise, reference_function
 from .cpu import RunContext
-from . import cpu_kernels
+from . import cpu_kernels, loop_kernels
+from .random_kernels import WRITES_OUT
 from .cpu_kernels import build_kernel
 from .program import Program
 from . import cuda_window as window
@@ -37,11 +38,6 @@ from .cuda_codegen import elementwise_kernel, supported
 from .cuda_blas import gemm_plan
 from .cuda_graphs import GemmStep, LibraryCall
 from .cuda_reduce import first_stage, reduction_kernel, reduction_stages
-
-#: kinds the device program cannot run yet, and why (said in the error)
-UNSUPPORTED = {"loop": "runs its body as a graph compiled for the host",
-               "loop_part": "reads a loop's results, which live on the host"}
-
 
 #: kinds whose kernel makes matrix products (cuBLAS): the ones ``tf32=True`` affects,
 #: the convolutions the optimiser leaves whole (their decomposition ends in a GEMM) too
@@ -70,6 +66,20 @@ def _normal(op, ins, out, ctx, xp):
     return normal
 
 
+def _draw(op, ins, out, ctx, xp):
+    """``random_draw``: the generator's method at the output's size, written in."""
+    method, names = op["method"], op["array_params"]
+    static = dict(op["params"])
+    if method in WRITES_OUT:
+        static["dtype"] = out.dtype
+
+    def draw():
+        kwargs = dict(static)
+        kwargs.update(zip(names, ins))
+        out[...] = getattr(ctx.rng, method)(**kwargs)
+    return draw
+
+
 def _bernoulli(op, ins, out, ctx, xp):
     p = op["p"]
 
@@ -93,7 +103,8 @@ def _full_reduction(op, ins, out, ctx, xp):
 
 def _on_host(cpu_builder):
     """A CPU builder run on host copies of its inputs, its result uploaded: for the
-    kinds that call back into Python with host arrays (``delay``)."""
+    kinds that call back into Python with host arrays (``delay``) or run a graph of
+    their own on the host (``loop``)."""
     def build(op, ins, out, ctx, xp):
         host_ins = [np.empty(a.shape, a.dtype) for a in ins]
         host_out = np.empty(out.shape, out.dtype)
@@ -116,16 +127,18 @@ def _on_host(cpu_builder):
 #: ``builder(op, ins, out, ctx, xp)``. CuPy's generator ignores ``out=`` (each draw
 #: fills it with one number), so the draws are made at the output's size and written
 #: in; ``one_hot`` makes its class row with ``xp``; full reductions into 0-d outputs;
-#: ``delay`` calls its function on host copies.
+#: ``delay`` calls its function, and ``loop`` runs its body (a graph compiled for
+#: the host), on host copies.
 DEVICE_BUILDERS = {"random_uniform": _uniform, "random_normal": _normal,
-                   "random_bernoulli": _bernoulli,
+                   "random_bernoulli": _bernoulli, "random_draw": _draw,
                    **{kind: _full_reduction for kind in ("sum", "prod", "max", "min", "mean",
                                                           "any", "all")},
                    "delay": _on_host(cpu_kernels.delay),
+                   "loop": _on_host(loop_kernels.loop),
                    "one_hot": lambda op, ins, out, ctx, xp: cpu_kernels.one_hot(op, ins, out,
                                                                                 ctx, xp)}
 #: kinds whose device kernel reads back on the host (so it waits for the device)
-HOST_CHECKS = frozenset({"one_hot", "delay"})
+HOST_CHECKS = frozenset({"one_hot", "delay", "loop"})
 
 
 class DeviceRunContext(RunContext):
@@ -134,10 +147,15 @@ class DeviceRunContext(RunContext):
     puts the generator's state back (:attr:`draws`), copied in place, so a captured
     CUDA graph that draws keeps drawing from the same state."""
 
-    def __init__(self, seed, make_rng):
+    def __init__(self, seed, make_rng, xp):
         super().__init__(seed)
-        self._make_rng = make_rng
+        self._make_rng, self._xp = make_rng, xp
         self.rng = make_rng(seed)
+
+    def memory(self, nbytes: int):
+        """Device memory for the scratch and workspaces of the NumPy kernels that run
+        on the device (a fused program CuPy cannot generate: complex values, say)."""
+        return self._xp.empty(nbytes, dtype=np.uint8)
 
     def seed(self, seed) -> None:
         state, fresh = _state_of(self.rng), _state_of(self._make_rng(seed))
@@ -185,7 +203,7 @@ class DeviceProgram(Program):
         self.replay = None             # the GraphReplay runner, with capture=True
         self.xp = backend.xp
         self.ctx = (RunContext(seed) if backend.rng is None
-                    else DeviceRunContext(seed, backend.rng))
+                    else DeviceRunContext(seed, backend.rng, backend.xp))
         self.bind(graph, live, plan)
         self.kernels, self.scratch_slots = [], []
         self.generated = 0             # steps that are one generated kernel each
@@ -211,9 +229,6 @@ class DeviceProgram(Program):
 
     def _kernel(self, node, backend):
         kind = node.op.kind
-        if kind in UNSUPPORTED:
-            raise DeviceError(f"compile(device=...): {node.label()} ({kind}) cannot run on the "
-                              f"device yet: it {UNSUPPORTED[kind]}")
         if kind == "random_draw" and not hasattr(self.ctx.rng, node.op["method"]):
             raise DeviceError(f"compile(device=...): {node.label()} draws "
                               f"random.{node.op['method']}, which the device's generator "
@@ -248,11 +263,7 @@ class DeviceProgram(Program):
             # a step that waits for the device (a check read on the host) runs
             # between captured graphs
             return LibraryCall(call) if kind in HOST_CHECKS else call
-        before = len(self.ctx.scratch_taken)
         call = build_kernel(node.op, ins, out, self.ctx)
-        if len(self.ctx.scratch_taken) != before:
-            raise DeviceError(f"compile(device=...): {node.label()} ({kind}) streams through a "
-                              "host scratch buffer, which the device program does not have")
         if kind == "matmul" and self._capture is not None:
             plan = gemm_plan(*cpu_kernels.matmul_operands(node.op, ins, out))
             if plan is not None:

@@ -32,7 +32,9 @@ def loop(op, ins, out, ctx):
 
     body = op["body"]
     updates = dict(zip(body.carries, body.new_carries))
-    sub = compile_graph(body.inputs, list(body.ys), updates, kernels=ctx.kernels)
+    # the body runs on the arrays this kernel is given, host arrays (on a device, the
+    # device program hands it host copies: engine.device's _on_host)
+    sub = compile_graph(body.inputs, list(body.ys), updates, kernels=ctx.kernels, device="cpu")
     carries = [v.name for v in body.carries]
     xs = [v.name for v in body.xs]
     n_carry, n_xs = len(carries), len(xs)
