@@ -22,10 +22,11 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
   > "$OUT/probe.txt" 2>&1
 ( GRAPHC_TEST_GPU=1 timeout "${GPU_TESTS_S:-150}" python3 -m pytest -q -n 4 -p no:cacheprovider \
     --tb=short tests/test_cuda_codegen.py tests/test_cuda_window.py tests/test_device_program.py \
-    tests/test_device_options.py > "$OUT/gpu_tests.txt" 2>&1; echo "exit $?" >> "$OUT/gpu_tests.txt" ) &
-# the CPU-only families (ONNX import, generated CPU kernels, MPI, doctests) stay out
+    tests/test_device_options.py tests/test_cuda_blas.py > "$OUT/gpu_tests.txt" 2>&1; echo "exit $?" >> "$OUT/gpu_tests.txt" ) &
+# the CPU-only families (ONNX import, generated CPU kernels, MPI, doctests) and the
+# tests of CPU-program features (marked cpu_engine) stay out
 [ "${SUITE_S:-200}" != 0 ] && ( GRAPHC_DEVICE=cuda timeout "${SUITE_S:-200}" python3 -m pytest -v -n "${SUITE_WORKERS:-10}" \
-    -p no:cacheprovider --tb=line -o addopts="" ${SUITE_TESTS:-tests} \
+    -p no:cacheprovider --tb=line -o addopts="" -m "not cpu_engine" ${SUITE_TESTS:-tests} \
     --ignore-glob='tests/test_onnx_*' --ignore-glob='tests/test_numba_*' \
     --ignore-glob='tests/test_generated_*' --ignore=tests/test_distributed.py \
     --ignore=tests/test_doctests.py > "$OUT/suite.txt" 2>&1; echo "exit $?" >> "$OUT/suite.txt" ) &

@@ -282,6 +282,7 @@ def test_a_failed_rename_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     assert path.read_bytes() == old_bytes and files_in(tmp_path) == ["run.npz"]
 
 
+@pytest.mark.cpu_engine   # its child process compiles for the CPU
 def test_a_process_killed_while_saving_leaves_the_previous_checkpoint(tmp_path):
     """A real crash: the saving process exits at once half-way through an array
     (no clean-up runs). The old file is intact; only a stray temporary file

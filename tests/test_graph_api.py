@@ -450,6 +450,7 @@ def test_to_networkx_keeps_every_edge_and_attribute():
 
 
 # -- scale ---------------------------------------------------------------------------
+@pytest.mark.cpu_engine   # 100,000 tanh in NumPy's bits
 def test_a_100000_node_chain_compiles_and_runs():
     x = N.var("x", (4,))
     y = x

@@ -3,6 +3,7 @@ direct kernels, the column workspace a planned value, CSE kept from holding
 forward columns through the backward pass, constants reshaped as views."""
 import hypothesis.strategies as st
 import numpy as np
+import pytest
 from hypothesis import given
 from neural_reference import (SEEDS, conv_cases, data, output_shape, ref_conv,
                               ref_conv_backward_input, ref_conv_backward_kernel)
@@ -64,6 +65,7 @@ def test_lowering_keeps_results_and_plans_the_columns(case, seed, plan):
     assert lowered.stats()["planned_bytes"] >= max(n.nbytes for n in columns)
 
 
+@pytest.mark.cpu_engine   # the CPU's lowering policy (the device lowers every convolution)
 def test_pointwise_convolution_is_a_gemm_without_columns():
     x, w = N.var("x", (2, 8, 5, 5)), N.var("w", (4, 8, 1, 1))
     h = N.relu(x)   # computed and used once: the reshape into (N, C, H*W) takes its memory
@@ -145,6 +147,7 @@ def test_constant_weights_are_reshaped_without_a_copy():
     np.testing.assert_allclose(g.run(x=X), E.conv2d(X, W, padding=1), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.cpu_engine   # the CPU's lowering policy (the device lowers every convolution)
 def test_pointwise_gradients_are_lowered_only_where_the_reshape_is_free():
     """A 1x1 input gradient's GEMM reads ``g`` reshaped, a 1x1 kernel gradient of one
     image reads ``x`` reshaped: lowered (no columns) where that operand is a computed

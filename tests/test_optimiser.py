@@ -626,6 +626,7 @@ def test_a_pass_applies_only_to_the_kinds_it_matches():
     assert cse.applies_to({"var"})      # merging applies to any kind
 
 
+@pytest.mark.cpu_engine   # the CPU's pass schedule (the device adds fuse_reduce)
 def test_pass_report_rows_are_the_rounds_of_the_schedule_that_ran():
     import graphc.neural as nn
 

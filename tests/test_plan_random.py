@@ -313,6 +313,7 @@ def assert_memory_facts(g):
 
 
 # -- the properties -----------------------------------------------------------------
+@pytest.mark.cpu_engine   # bit for bit against the naive evaluator, host views: the CPU's
 @given(programs(max_ops=20), st.integers(0, 2**32 - 1), st.booleans())
 def test_planned_runs_match_naive_and_numpy(program, seed, copy_outputs):
     note(repr(program["instrs"]))

@@ -196,6 +196,9 @@ def cupy_capture(cupy):
             held.append(memory)
             return memory
 
+        for kernel in kernels:      # handles and their workspaces made before capturing
+            if hasattr(kernel, "captured"):
+                handle(kernel.tf32)
         with stream, cupy.cuda.using_allocator(keep):
             if mode is None:
                 stream.begin_capture()
