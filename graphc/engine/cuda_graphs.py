@@ -124,35 +124,8 @@ def _between_graphs(split_products: bool):
     return launched_apart
 
 
-class GemmStep:
-    """A matrix product that a CUDA graph can hold: run plainly it is CuPy's call
-    (``call``, within ``scope``: TF32), captured it is the same product made through
-    graphc's own cuBLAS handle (``plan``: :func:`.cuda_blas.gemm_plan`), which CuPy's
-    refusal of cuBLAS under capture does not reach."""
-
-    library = False
-
-    def __init__(self, call, plan, dtype, scope=None, tf32: bool = False):
-        self.call, self.plan, self.dtype, self.scope, self.tf32 = call, plan, dtype, scope, tf32
-
-    def __call__(self):
-        if self.scope is None:
-            self.call()
-        else:
-            with self.scope():
-                self.call()
-
-    def captured(self, handle):
-        """The product made through ``handle`` (a :class:`.cuda_blas.CublasHandle`)."""
-        return lambda: handle.gemm(self.plan, self.dtype)
-
-
-class LibraryCall:
-    """A step calling a library that cannot be captured into a CUDA graph (CuPy
-    refuses cuBLAS calls while a stream captures): :class:`GraphReplay` launches it
-    between the captured graphs. ``scope``: a context it runs in (TF32), or None."""
-
-    library = True
+class ScopedCall:
+    """A step's call run within ``scope`` (a context factory: TF32), or as it is."""
 
     def __init__(self, call, scope=None):
         self.call, self.scope = call, scope
@@ -163,6 +136,31 @@ class LibraryCall:
         else:
             with self.scope():
                 self.call()
+
+
+class GemmStep(ScopedCall):
+    """A matrix product that a CUDA graph can hold: run plainly it is CuPy's call
+    (``call``, within ``scope``: TF32), captured it is the same product made through
+    graphc's own cuBLAS handle (``plan``: :func:`.cuda_blas.gemm_plan`), which CuPy's
+    refusal of cuBLAS under capture does not reach."""
+
+    library = False
+
+    def __init__(self, call, plan, dtype, scope=None, tf32: bool = False):
+        super().__init__(call, scope)
+        self.plan, self.dtype, self.tf32 = plan, dtype, tf32
+
+    def captured(self, handle):
+        """The product made through ``handle`` (a :class:`.cuda_blas.CublasHandle`)."""
+        return lambda: handle.gemm(self.plan, self.dtype)
+
+
+class LibraryCall(ScopedCall):
+    """A step calling a library that cannot be captured into a CUDA graph (CuPy
+    refuses cuBLAS calls while a stream captures): :class:`GraphReplay` launches it
+    between the captured graphs. ``scope``: a context it runs in (TF32), or None."""
+
+    library = True
 
 
 def is_library_call(kernel) -> bool:

@@ -48,22 +48,21 @@ MATRIX_PRODUCTS = frozenset({"matmul", "dot", "einsum", "conv2d", "conv2d_backwa
 LIBRARY_FAMILIES = frozenset({"linalg", "collective"})
 
 
-def _uniform(op, ins, out, ctx, xp):
-    low, span = op["low"], op["high"] - op["low"]
+def _affine_draw(method, factors):
+    """The builder of a draw ``method`` (``random`` or ``standard_normal``) scaled and
+    shifted: ``factors(op) -> (scale, shift)``."""
+    def build(op, ins, out, ctx, xp):
+        scale, shift = factors(op)
 
-    def uniform():
-        xp.multiply(ctx.rng.random(out.shape, dtype=out.dtype), span, out)
-        xp.add(out, low, out)
-    return uniform
+        def draw():
+            xp.multiply(getattr(ctx.rng, method)(out.shape, dtype=out.dtype), scale, out)
+            xp.add(out, shift, out)
+        return draw
+    return build
 
 
-def _normal(op, ins, out, ctx, xp):
-    loc, scale = op["loc"], op["scale"]
-
-    def normal():
-        xp.multiply(ctx.rng.standard_normal(out.shape, dtype=out.dtype), scale, out)
-        xp.add(out, loc, out)
-    return normal
+_uniform = _affine_draw("random", lambda op: (op["high"] - op["low"], op["low"]))
+_normal = _affine_draw("standard_normal", lambda op: (op["scale"], op["loc"]))
 
 
 def _draw(op, ins, out, ctx, xp):
