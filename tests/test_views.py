@@ -275,3 +275,22 @@ def test_views_false_copies_every_slice():
     g = graphc.compile([x], [N.exp(x)[::2] * 2.0], views=False, optimise=False)
     assert g.stats()["view_values"] == 0 and not g.liveness.views
     np.testing.assert_array_equal(g.run(x=np.arange(16.0))[0], np.exp(np.arange(16.0))[::2] * 2)
+
+
+def test_a_known_0d_integer_index_is_a_basic_index_and_a_view():
+    """``x[i]`` with ``i`` a constant 0-d integer array (ONNX's Gather of one constant
+    index: torchvision's swin_t splits q, k, v so) indexes as the integer does in
+    NumPy: a slice, read in place, not a gather copying the slab."""
+    x = N.var("x", (3, 4, 5))
+    qkv = N.transpose(x * 2.0, (0, 2, 1))
+    parts = [qkv[N.asarray(np.int64(i))] for i in (0, 1, -1)]
+    assert all(p.op.kind == "slice" and p.shape == (5, 4) for p in parts)
+    g = graphc.compile([x], [p @ N.ones((4, 2), np.float32) for p in parts])
+    assert "take" not in {n.op.kind for n in g.liveness.steps}
+    assert g.stats()["view_values"] >= 3
+    X = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
+    for got, i in zip(g.run(x=X), (0, 1, -1)):
+        np.testing.assert_allclose(got, (X * 2.0).transpose(0, 2, 1)[np.array(i)] @ np.ones((4, 2)),
+                                   rtol=1e-6)
+    with pytest.raises(graphc.IndexOutOfRange, match="index 3 is out of bounds for axis 0"):
+        qkv[N.asarray(np.int64(3))]

@@ -221,6 +221,11 @@ class ShapingMixin:
                 if k.dtype.kind not in "iu":
                     raise DTypeError(f"{opname}: index arrays must be integer or boolean, got "
                                      f"{k.dtype}")
+                if k.ndim == 0 and known is not None:
+                    # a known 0-d integer indexes as the integer does, as in NumPy: a
+                    # basic index, so x[i] is a view, not a gather (ONNX's Gather of one
+                    # constant index: q, k, v = qkv[0], qkv[1], qkv[2])
+                    k = int(known)
             placeholders.append(k)
         entries, arrays = [], []
         for k in placeholders:
