@@ -203,3 +203,22 @@ def test_device_bytes_are_the_plan_the_variables_and_the_constants(fake_cuda):
     g.run(**feeds)
     g.run(**feeds)
     assert g.stats()["device_bytes"] == made + g.stats()["rollback_bytes"] > made
+
+
+@needs_gcc
+def test_decompositions_run_numpys_lapack_on_host_copies(fake_cuda):
+    """inv, solve, svd, eigh... on the device: NumPy's LAPACK on host copies of their
+    inputs, uploaded, so the device gives the CPU's results bit for bit, captured runs
+    too (launched between the graphs)."""
+    a, b = N.var("a", (4, 4), np.float64), N.var("b", (4, 2), np.float64)
+    spd = a @ N.transpose(a) + 4.0 * N.eye(4)
+    outputs = [N.linalg.inv(spd) @ b, N.linalg.solve(spd, b), N.linalg.svd(a)[1],
+               N.linalg.eigh(spd)[0], N.linalg.det(spd) * 2.0]
+    dev = graphc.compile([a, b], outputs, device="cuda", capture=True)
+    cpu = graphc.compile([a, b], outputs)
+    rng = np.random.default_rng(8)
+    for _ in range(3):
+        feeds = {"a": rng.standard_normal((4, 4)), "b": rng.standard_normal((4, 2))}
+        for got, want in zip(dev.run(**feeds), cpu.run(**feeds)):
+            np.testing.assert_array_equal(got, want)
+    assert sum(is_library_call(k) for k in dev.program.steps) >= 4

@@ -237,23 +237,30 @@ def test_loops_run_their_body_on_host_copies(fake_cuda):
         _close(got, want)
 
 
-@pytest.mark.skipif(not GPU, reason="CuPy's generator (GRAPHC_TEST_GPU=1)")
-def test_a_draw_cupys_generator_lacks_is_refused_by_name():
-    from graphc.operator.random_functions import DRAW_METHODS
-    def size_only(method):      # drawn with nothing but a size
-        try:
-            getattr(np.random.default_rng(0), method)(size=3)
-        except TypeError:
-            return False
-        return True
-    missing = sorted(m for m in DRAW_METHODS
-                     if not hasattr(gpu_backend().rng(0), m) and size_only(m))
-    if not missing:
-        pytest.skip("this CuPy's generator has every method")
-    x = N.var("x", (3,))
-    draw = getattr(N.random, missing[0])
-    with pytest.raises(DeviceError, match=f"random.{missing[0]}, which the device's generator"):
-        graphc.compile([x], x + N.astype(draw(size=(3,)), x.dtype), device="cuda")
+@needs_gcc
+def test_numpys_generator_methods_draw_numpys_numbers_on_the_device(fake_cuda):
+    """``random_draw`` (every method of NumPy's Generator) draws on the host with the
+    graph's seed and is uploaded: the same numbers as on the CPU, run after run; a
+    failed run puts the generator back, so the next run draws what it would have."""
+    x = N.var("x", (5,), np.float64)
+
+    def check(a):
+        if a[0] < 0:
+            raise ValueError("negative")
+        return a
+    drawn = [N.random.gumbel(1.0, 2.0, size=(5,)), N.random.integers(0, 10, size=(5,)),
+             N.random.permutation(N.delay(check, [x], (5,), np.float64))]
+    dev = graphc.compile([x], drawn, device="cuda", seed=9)
+    cpu = graphc.compile([x], drawn, seed=9)
+    X = np.arange(5.0)
+    np.testing.assert_array_equal(dev.run(x=X)[0],        # in the graph's float32
+                                  np.random.default_rng(9).gumbel(1.0, 2.0, 5).astype(np.float32))
+    cpu.run(x=X)
+    with pytest.raises(ValueError, match="negative"):
+        dev.run(x=-X - 1.0)
+    for _ in range(2):
+        for got, want in zip(dev.run(x=X), cpu.run(x=X)):
+            np.testing.assert_array_equal(got, want)
 
 
 def test_delay_calls_back_on_host_copies(fake_cuda):

@@ -21,8 +21,8 @@ kernels compiled by a C compiler, so everything but CuPy itself is exercised.
 """
 from __future__ import annotations
 
-import copy
 from functools import partial
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from ..type.errors import DeviceError, GraphcError
 from ..type.kinds import KINDS, is_elementwise, reference_function
 from .cpu import RunContext
 from . import cpu_kernels, loop_kernels
-from .random_kernels import WRITES_OUT
+from . import random_kernels
 from .cpu_kernels import build_kernel
 from .program import Program
 from . import cuda_window as window
@@ -65,26 +65,21 @@ _uniform = _affine_draw("random", lambda op: (op["high"] - op["low"], op["low"])
 _normal = _affine_draw("standard_normal", lambda op: (op["scale"], op["loc"]))
 
 
-def _draw(op, ins, out, ctx, xp):
-    """``random_draw``: the generator's method at the output's size, written in."""
-    method, names = op["method"], op["array_params"]
-    static = dict(op["params"])
-    if method in WRITES_OUT:
-        static["dtype"] = out.dtype
-
-    def draw():
-        kwargs = dict(static)
-        kwargs.update(zip(names, ins))
-        out[...] = getattr(ctx.rng, method)(**kwargs)
-    return draw
-
-
 def _bernoulli(op, ins, out, ctx, xp):
     p = op["p"]
 
     def bernoulli():
         xp.less(ctx.rng.random(out.shape, dtype=out.dtype), p, out)
     return bernoulli
+
+
+def _draw(op, ins, out, ctx, xp):
+    """``random_draw`` (one of NumPy's ``Generator`` methods): drawn by NumPy's generator
+    on the host, seeded as the CPU's, and uploaded, so a device graph draws the same
+    numbers as a CPU graph (CuPy's generator has few of the methods, and other
+    streams); launched between captured graphs."""
+    return LibraryCall(_on_host(random_kernels.random_draw)(
+        op, ins, out, SimpleNamespace(rng=getattr(ctx, "host_rng", ctx.rng)), xp))
 
 
 def _full_reduction(op, ins, out, ctx, xp):
@@ -122,10 +117,16 @@ def _on_host(cpu_builder):
     return build
 
 
+#: the matrix decompositions and solvers: NumPy's LAPACK on host copies (the CPU's
+#: results; CuPy's cuSOLVER covers only some of them, with other conventions)
+HOST_LINALG = frozenset({"inv", "solve", "det", "cholesky", "pinv", "slogdet", "qr", "svd",
+                         "eigh", "eig"})
+
+
 #: kinds whose CPU builder does not carry over to the device through NumPy's dispatch:
 #: ``builder(op, ins, out, ctx, xp)``. CuPy's generator ignores ``out=`` (each draw
-#: fills it with one number), so the draws are made at the output's size and written
-#: in; ``one_hot`` makes its class row with ``xp``; full reductions into 0-d outputs;
+#: fills it with one number), so the uniform, normal and Bernoulli draws are made at the
+#: output's size and written in; ``random_draw`` draws on the host (:func:`_draw`); ``one_hot`` makes its class row with ``xp``; full reductions into 0-d outputs;
 #: ``delay`` calls its function, and ``loop`` runs its body (a graph compiled for
 #: the host), on host copies.
 DEVICE_BUILDERS = {"random_uniform": _uniform, "random_normal": _normal,
@@ -133,22 +134,26 @@ DEVICE_BUILDERS = {"random_uniform": _uniform, "random_normal": _normal,
                    **{kind: _full_reduction for kind in ("sum", "prod", "max", "min", "mean",
                                                           "any", "all")},
                    "delay": _on_host(cpu_kernels.delay),
+                   **{kind: _on_host(build_kernel) for kind in HOST_LINALG},
                    "loop": _on_host(loop_kernels.loop),
                    "one_hot": lambda op, ins, out, ctx, xp: cpu_kernels.one_hot(op, ins, out,
                                                                                 ctx, xp)}
 #: kinds whose device kernel reads back on the host (so it waits for the device)
-HOST_CHECKS = frozenset({"one_hot", "delay", "loop"})
+HOST_CHECKS = frozenset({"one_hot", "delay", "loop"}) | HOST_LINALG
 
 
 class DeviceRunContext(RunContext):
     """The run context of a device program: the random ops draw from ``make_rng(seed)``
-    (CuPy's generator, its state in device memory) instead of NumPy's. A failed run
-    puts the generator's state back (:attr:`draws`), copied in place, so a captured
-    CUDA graph that draws keeps drawing from the same state."""
+    (CuPy's generator, its state in device memory) instead of NumPy's, but for
+    ``random_draw``, which draws from NumPy's generator on the host (``host_rng``,
+    seeded as a CPU program's). A failed run puts both generators' states back (the
+    device's copied in place, so a captured CUDA graph that draws keeps drawing from
+    the same state)."""
 
     def __init__(self, seed, make_rng, xp):
         super().__init__(seed)
         self._make_rng, self._xp = make_rng, xp
+        self.host_rng = self.rng
         self.rng = make_rng(seed)
 
     def memory(self, nbytes: int):
@@ -157,6 +162,7 @@ class DeviceRunContext(RunContext):
         return self._xp.empty(nbytes, dtype=np.uint8)
 
     def seed(self, seed) -> None:
+        self.host_rng.bit_generator.state = np.random.PCG64(seed).state
         state, fresh = _state_of(self.rng), _state_of(self._make_rng(seed))
         if state is not None and fresh is not None and state.shape == fresh.shape:
             state[...] = fresh
@@ -166,13 +172,15 @@ class DeviceRunContext(RunContext):
     @property
     def draws(self):
         state = _state_of(self.rng)
-        return None if state is None else state.copy()
+        return (None if state is None else state.copy(), self.host_rng.bit_generator.state)
 
     @draws.setter
     def draws(self, saved) -> None:
+        device, host = saved
+        self.host_rng.bit_generator.state = host
         state = _state_of(self.rng)
-        if saved is not None and state is not None:
-            state[...] = saved
+        if device is not None and state is not None:
+            state[...] = device
 
 
 def _state_of(rng):
@@ -228,10 +236,6 @@ class DeviceProgram(Program):
 
     def _kernel(self, node, backend):
         kind = node.op.kind
-        if kind == "random_draw" and not hasattr(self.ctx.rng, node.op["method"]):
-            raise DeviceError(f"compile(device=...): {node.label()} draws "
-                              f"random.{node.op['method']}, which the device's generator "
-                              f"({type(self.ctx.rng).__name__}) does not have")
         ins = [self.values[id(p)] for p in node.parents]
         out = self.values[id(node)]
         dtypes = [p.dtype.name for p in node.parents]
