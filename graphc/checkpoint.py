@@ -150,10 +150,12 @@ def _pcg64(state, what: str) -> dict:
 
 
 def random_state(executable) -> dict:
-    """The state of a compiled graph's random generator (see :func:`generator_state`).
-    Example: ``state = random_state(g)``"""
+    """The state of a compiled graph's random generator (see :func:`generator_state`;
+    on a device, the host generator that ``random_draw`` uses: CuPy's, which the
+    dropout-style draws use, is not saved, so a restored device graph draws new
+    masks). Example: ``state = random_state(g)``"""
     with executable.lock:
-        return generator_state(executable.program.ctx.rng)
+        return generator_state(executable.program.ctx.saved_rng)
 
 
 def set_random_state(executable, state: Mapping) -> None:
@@ -161,7 +163,7 @@ def set_random_state(executable, state: Mapping) -> None:
     what they drew after :func:`random_state` gave it. Example: ``set_random_state(g, state)``"""
     checked = _pcg64(state, "set_random_state")
     with executable.lock:
-        executable.program.ctx.rng.bit_generator.state = checked
+        executable.program.ctx.saved_rng.bit_generator.state = checked
 
 
 # -- writing ----------------------------------------------------------------------------
@@ -462,7 +464,7 @@ def snapshot(executable, names: Optional[Sequence[str]] = None) -> Checkpoint:
     with executable.lock:
         has_value = set(executable._has_value)
         values = {n: executable.value(n) for n in variables if n in has_value}
-        random = {GRAPH_RANDOM: generator_state(executable.program.ctx.rng)}
+        random = {GRAPH_RANDOM: generator_state(executable.program.ctx.saved_rng)}
     return Checkpoint(values, tuple(n for n in variables if n not in has_value), random)
 
 
@@ -476,7 +478,7 @@ def restore(executable, checkpoint: Checkpoint) -> None:
     with executable.lock, held_interrupts():
         executable.assign(**checkpoint.values)
         if generator is not None:
-            executable.program.ctx.rng.bit_generator.state = generator
+            executable.program.ctx.saved_rng.bit_generator.state = generator
 
 
 def save_values(executable, path, *, names: Optional[Sequence[str]] = None,

@@ -222,3 +222,22 @@ def test_decompositions_run_numpys_lapack_on_host_copies(fake_cuda):
         for got, want in zip(dev.run(**feeds), cpu.run(**feeds)):
             np.testing.assert_array_equal(got, want)
     assert sum(is_library_call(k) for k in dev.program.steps) >= 4
+
+
+@needs_gcc
+def test_a_checkpoint_saves_the_generator_random_draw_uses(fake_cuda, monkeypatch, tmp_path):
+    """A device graph has two generators: the device's (dropout-style draws; here a
+    NumPy one stands in for CuPy's) and the host's PCG64, which ``random_draw`` uses
+    and a checkpoint saves: after loading, the draws repeat."""
+    backend = devices.cuda_backend()
+    monkeypatch.setattr(devices, "cuda_backend", lambda: dataclasses.replace(
+        backend, rng=lambda seed: np.random.default_rng(seed)))
+    x = N.var("x", (4,), np.float64)
+    g = graphc.compile([x], [x + N.random.gumbel(size=(4,), dtype=np.float64)],
+                       device="cuda", seed=3)
+    X = np.zeros(4)
+    g.run(x=X)
+    g.save_values(tmp_path / "step.npz")
+    after = [g.run(x=X)[0] for _ in range(2)]
+    g.load_values(tmp_path / "step.npz")
+    np.testing.assert_array_equal([g.run(x=X)[0] for _ in range(2)], after)

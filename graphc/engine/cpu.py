@@ -143,6 +143,11 @@ class RunContext:
         """Bytes of scratch made so far (outside the memory plan)."""
         return SCRATCH_BYTES * sum(s is not None for s in self._slots)
 
+    @property
+    def saved_rng(self) -> np.random.Generator:
+        """The PCG64 generator a checkpoint saves and restores (this context's own)."""
+        return self.rng
+
     def seed(self, seed) -> None:
         """Restart the draws: the same seed gives the same sequence of runs."""
         self.rng.bit_generator.state = np.random.PCG64(seed).state

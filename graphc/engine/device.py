@@ -117,10 +117,14 @@ def _on_host(cpu_builder):
     return build
 
 
-#: the matrix decompositions and solvers: NumPy's LAPACK on host copies (the CPU's
-#: results; CuPy's cuSOLVER covers only some of them, with other conventions)
-HOST_LINALG = frozenset({"inv", "solve", "det", "cholesky", "pinv", "slogdet", "qr", "svd",
-                         "eigh", "eig"})
+#: kinds run on host copies with the CPU's kernel: the matrix decompositions and
+#: solvers (NumPy's LAPACK: the CPU's results; CuPy's cuSOLVER covers only some of them,
+#: with other conventions), the narrow formats' rounding (ml_dtypes' casts, which
+#: CuPy arrays do not have) and the detection ops (RoIAlign's loop over boxes and
+#: non-maximum suppression's data-dependent selection read their boxes on the host)
+HOST_KERNELS = frozenset({"inv", "solve", "det", "cholesky", "pinv", "slogdet", "qr", "svd",
+                          "eigh", "eig", "round_to_format", "roi_align", "roi_align_backward",
+                          "non_max_suppression"})
 
 
 #: kinds whose CPU builder does not carry over to the device through NumPy's dispatch:
@@ -134,12 +138,12 @@ DEVICE_BUILDERS = {"random_uniform": _uniform, "random_normal": _normal,
                    **{kind: _full_reduction for kind in ("sum", "prod", "max", "min", "mean",
                                                           "any", "all")},
                    "delay": _on_host(cpu_kernels.delay),
-                   **{kind: _on_host(build_kernel) for kind in HOST_LINALG},
+                   **{kind: _on_host(build_kernel) for kind in HOST_KERNELS},
                    "loop": _on_host(loop_kernels.loop),
                    "one_hot": lambda op, ins, out, ctx, xp: cpu_kernels.one_hot(op, ins, out,
                                                                                 ctx, xp)}
 #: kinds whose device kernel reads back on the host (so it waits for the device)
-HOST_CHECKS = frozenset({"one_hot", "delay", "loop"}) | HOST_LINALG
+HOST_CHECKS = frozenset({"one_hot", "delay", "loop"}) | HOST_KERNELS
 
 
 class DeviceRunContext(RunContext):
@@ -155,6 +159,11 @@ class DeviceRunContext(RunContext):
         self._make_rng, self._xp = make_rng, xp
         self.host_rng = self.rng
         self.rng = make_rng(seed)
+
+    @property
+    def saved_rng(self):
+        """The generator a checkpoint saves: the host's (PCG64); CuPy's state is not."""
+        return self.host_rng
 
     def memory(self, nbytes: int):
         """Device memory for the scratch and workspaces of the NumPy kernels that run
