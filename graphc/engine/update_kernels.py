@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..shape.indexing import decode_basic, decode_with_arrays
+from .cuda_blas import address
 
 #: mode -> the NumPy ufunc combining old and new values (``set`` writes the new ones);
 #: the modes are the operator layer's ``updates.MODES``
@@ -24,9 +25,9 @@ UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,
           "divide": np.divide, "power": np.power, "min": np.minimum, "max": np.maximum}
 
 
-def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
-    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-            and a.strides == b.strides and a.shape == b.shape)
+def _same_memory(a, b) -> bool:
+    """Whether ``a`` and ``b`` are the same cells (host or device arrays)."""
+    return address(a) == address(b) and a.strides == b.strides and a.shape == b.shape
 
 
 def scatter(op, ins, out, ctx):
