@@ -209,16 +209,19 @@ def test_device_bytes_are_the_plan_the_variables_and_the_constants(fake_cuda):
 def test_decompositions_run_numpys_lapack_on_host_copies(fake_cuda):
     """inv, solve, svd, eigh... on the device: NumPy's LAPACK on host copies of their
     inputs, uploaded, so the device gives the CPU's results bit for bit, captured runs
-    too (launched between the graphs)."""
-    a, b = N.var("a", (4, 4), np.float64), N.var("b", (4, 2), np.float64)
-    spd = a @ N.transpose(a) + 4.0 * N.eye(4)
-    outputs = [N.linalg.inv(spd) @ b, N.linalg.solve(spd, b), N.linalg.svd(a)[1],
-               N.linalg.eigh(spd)[0], N.linalg.det(spd) * 2.0]
-    dev = graphc.compile([a, b], outputs, device="cuda", capture=True)
-    cpu = graphc.compile([a, b], outputs)
+    too (launched between the graphs). The matrices are fed, not computed, so nothing
+    before LAPACK (a product's summation order) can differ."""
+    s, a, b = (N.var("s", (4, 4), np.float64), N.var("a", (4, 3), np.float64),
+               N.var("b", (4, 2), np.float64))
+    outputs = [N.linalg.inv(s), N.linalg.solve(s, b), N.linalg.svd(a)[1],
+               N.linalg.eigh(s)[0], N.linalg.det(s) * 2.0]
+    dev = graphc.compile([s, a, b], outputs, device="cuda", capture=True)
+    cpu = graphc.compile([s, a, b], outputs)
     rng = np.random.default_rng(8)
     for _ in range(3):
-        feeds = {"a": rng.standard_normal((4, 4)), "b": rng.standard_normal((4, 2))}
+        m = rng.standard_normal((4, 4))
+        feeds = {"s": m @ m.T + 4.0 * np.eye(4), "a": rng.standard_normal((4, 3)),
+                 "b": rng.standard_normal((4, 2))}
         for got, want in zip(dev.run(**feeds), cpu.run(**feeds)):
             np.testing.assert_array_equal(got, want)
     assert sum(is_library_call(k) for k in dev.program.steps) >= 4
