@@ -4,7 +4,8 @@ family, its facts filed into each layer's table (see :mod:`.definition`).
 Families: :mod:`.creation` (leaves, creation, random draws, delay), :mod:`.sorting`,
 :mod:`.linalg` (numpy.linalg and numpy.fft),
 :mod:`.elementwise`, :mod:`.reductions` (with the linear-algebra products),
-:mod:`.shaping`, :mod:`.neural`. Adding an op kind is one definition in its
+:mod:`.shaping`, :mod:`.neural` (and :mod:`.channels_last`, the optimiser's channels-last
+depthwise convolution). Adding an op kind is one definition in its
 family's module (and a kernel or shape rule in its layer when no existing one
 serves).
 
@@ -13,6 +14,7 @@ serves).
 True
 """
 from . import (control, creation, elementwise, formats, linalg, neural, reductions,  # noqa: F401
+               channels_last,
                bitcast, collectives, complex_parts, detection, shaping, sorting)
 from .definition import DEFINITIONS, LEAF, NO_GRADIENT, OpDef, Refused, define
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 from ..symbol.traverse import edge_count, topological_order
+from .channels_last import CHANNELS_LAST
 from .fast_math import FAST_MATH
 from .fold import folding_pass
 from .fuse_reduce import FUSE_REDUCE
@@ -36,7 +37,7 @@ CSE = Pass("cse", merge=True, produces=frozenset(),
 
 #: pass names in pipeline order; "fold" is made per call (it needs an evaluator)
 PIPELINE = ("cse", "fold", "simplify", "drop_expansions", "fast_math", "lowering",
-            "matmul_transpose", "adagrad", "fma", "fuse_elementwise", "fuse_reduce")
+            "channels_last", "matmul_transpose", "adagrad", "fma", "fuse_elementwise", "fuse_reduce")
 #: the passes by name, but "fold" (made per call around an evaluator)
 STATIC_PASSES = {p.name: p for p in (CSE, SIMPLIFY, EXPANSIONS, FAST_MATH, LOWERING,
                                      MATMUL_TRANSPOSE, ADAGRAD, FMA, FUSE_ELEMENTWISE)}
@@ -44,7 +45,9 @@ DEFAULT = tuple(n for n in PIPELINE if n != "fast_math")
 #: passes that only the named ``kernels=`` choice runs (a graph for the NumPy kernels
 #: keeps its reductions separate, so its bits stay NumPy's)
 #: (``"device"``: a graph for the GPU, whose reductions are one ReductionKernel each)
-KERNEL_PASSES = {"numpy": {}, "generated": {"fuse_reduce": FUSE_REDUCE},
+#: (``"generated"``: depthwise convolutions channels last, for its kernel of that layout)
+KERNEL_PASSES = {"numpy": {}, "generated": {"fuse_reduce": FUSE_REDUCE,
+                                            "channels_last": CHANNELS_LAST},
                  "device": {"fuse_reduce": FUSE_REDUCE}}
 
 

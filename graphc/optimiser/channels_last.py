@@ -1,0 +1,325 @@
+"""Depthwise convolutions channels last, with the transposes around them absorbed.
+
+NCHW suits a GEMM's convolution but not a depthwise one: its planes (7x7 and 14x14 in
+MobileNets) are too short for vector loops, while its hundreds of channels, stored
+last, are one vector per cell (:mod:`graphc.engine.numba_channels_last`). So where
+the generated kernels run, a depthwise ``conv2d`` with at least :data:`MIN_CHANNELS`
+channels becomes ``transpose(depthwise_conv2d_nhwc(x'), NCHW)``, where ``x'`` is its
+input channels last, and the transposes are moved away until they vanish:
+
+- *Upwards*, ``x'`` is built from ``x``'s own producers where they are used only
+  here: an elementwise op (a bias, an activation) is applied to its operands channels
+  last (a per-channel operand ``(C, 1, 1)`` is reshaped to ``(1, 1, C)``), and the GEMM
+  of a lowered convolution, ``reshape(W @ X, NCHW)``, computes its transpose
+  ``X^T @ W^T`` instead, the same product with its operands' flags swapped (a 1x1
+  convolution kept whole becomes that GEMM on views of its input and kernel): the
+  previous 1x1 convolution writes the depthwise one's input channels last, at no cost.
+  Anything else is transposed (a copy).
+- *Downwards*, a transpose to NCHW passes through the elementwise ops that read it
+  (their other NCHW operands transposed instead, as a residual sum's input image),
+  into the reductions over the image (a global average pool) and into the reshape of
+  the next lowered 1x1 convolution, whose GEMM then reads it as a transposed operand
+  (a flag, :data:`~.fusion.MATMUL_TRANSPOSE`).
+
+In an inverted-residual block (1x1, bias and ReLU6, depthwise, bias and ReLU6, 1x1) no
+transpose is left. Nothing here changes a value: the depthwise kernel sums as the NCHW
+one does, and a GEMM's transpose is the same dot products (in BLAS's order, which may
+differ in the last bits).
+
+>>> import numpy as np, graphc.ndarray as N
+>>> from graphc.optimiser.rewriter import rewrite
+>>> x = N.var("x", (1, 64, 8, 8))
+>>> w = N.const(np.ones((64, 1, 3, 3), np.float32))
+>>> y = N.relu(N.conv2d(N.relu(x), w, padding=1, groups=64))
+>>> out = rewrite([y], CHANNELS_LAST.function)[0][0]
+>>> out.op.kind, out.parents[0].op.kind, out.parents[0].parents[0].op.kind
+('transpose', 'relu', 'depthwise_conv2d_nhwc')
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..type.kinds import is_elementwise, is_leaf
+from ..type.op import Op
+from .build import make
+from .lowering import NodeNamespace
+from .rewriter import Pass
+
+#: the fewest channels a depthwise convolution needs to run channels last: below, the
+#: vectors along the channels are too short for the per-cell loops to pay (32 channels
+#: at 112x112 took 600 us channels last, 110 us in NCHW planes; 72 at 56x56 with
+#: stride 2, 42 against 125 us)
+MIN_CHANNELS = 64
+#: the axes of a transpose from NCHW to channels last, and back
+TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
+_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+_REDUCTIONS = frozenset({"mean", "sum", "max", "min"})
+
+
+def _transposed(node, axes) -> bool:
+    return node.op.kind == "transpose" and tuple(node.op["axes"]) == axes
+
+
+def depthwise(node) -> bool:
+    """Whether ``node`` is a ``conv2d`` this pass runs channels last: one input and one
+    output channel per group, at least :data:`MIN_CHANNELS` of them, float32/float64.
+
+    >>> import graphc.ndarray as N
+    >>> x = N.var("x", (1, 64, 8, 8))
+    >>> depthwise(N.conv2d(x, N.var("w", (64, 1, 3, 3)), groups=64))
+    True
+    >>> depthwise(N.conv2d(x, N.var("w", (64, 64, 3, 3))))
+    False
+    """
+    if node.op.kind != "conv2d" or node.dtype not in _DTYPES:
+        return False
+    x, w = node.parents
+    channels = x.shape[1]
+    return (len(x.shape) == 4 and node.op["groups"] == channels >= MIN_CHANNELS
+            and w.shape[:2] == (channels, 1))
+
+
+# -- upwards: the input channels last ----------------------------------------------------------
+def _operand_nhwc(p, shape, ctx, ns, inside, made):
+    """Operand ``p`` of an elementwise op of NCHW ``shape``, channels last."""
+    if p.shape == shape:
+        return _nhwc(p, ctx, ns, inside, made)
+    if len(p.shape) == 0:
+        return p
+    if len(p.shape) < 4:          # broadcast: the missing leading axes are ones
+        p = ns.reshape(p, (1,) * (4 - len(p.shape)) + tuple(p.shape))
+    n, c, h, w = p.shape
+    if h == w == 1:               # per-channel: the same order of elements
+        return ns.reshape(p, (n, 1, 1, c))
+    return ns.transpose(p, TO_NHWC)
+
+
+def _weights_transposed(w, transposed: bool, ns):
+    """``(operand, flag)`` giving a GEMM ``op(w)^T``, where ``op(w)`` is ``w`` (or ``w^T``
+    when ``transposed``): a constant's transpose is made a contiguous constant (folding
+    makes it once), since OpenBLAS reads ``X @ Wt`` faster than ``X @ W^T`` by a flag
+    (the (49 x 320) @ (320 x 1280) of a MobileNet: 228 against 299 us)."""
+    if transposed:
+        return w, False
+    if w.op.kind == "const" and len(w.shape) == 2:
+        return ns.transpose(w, (1, 0)), False
+    return w, True
+
+
+def _gemm_nhwc(x, ctx, ns):
+    """``x`` = ``reshape(A @ B, (N, C, H, W))`` channels last, ``reshape(B^T @ A^T, (N, H,
+    W, C))``, where the product is used only there; else ``None``."""
+    m = x.parents[0]
+    n, c, h, w = x.shape
+    if (m.op.kind != "matmul" or ctx.uses(m) != 1 or len(m.shape) not in (2, 3)
+            or tuple(m.shape[-2:]) != (c, h * w) or math.prod(m.shape[:-2]) != n):
+        return None
+    a, b = m.parents
+    attrs = m.op.params()
+    weights, flag = _weights_transposed(a, attrs.get("trans_a", False), ns)
+    swapped = dict(attrs, trans_a=not attrs.get("trans_b", False), trans_b=flag)
+    product = make(m, Op.make("matmul", **swapped), [b, weights])
+    return ns.reshape(product, (n, h, w, c))
+
+
+def _pointwise(conv) -> bool:
+    """Whether the ``conv2d`` node ``conv`` is a GEMM: 1x1, stride 1, unpadded, one group."""
+    return (conv.parents[1].shape[2:] == (1, 1) and conv.op["groups"] == 1
+            and conv.op["stride"] == (1, 1) and all(p == (0, 0) for p in conv.op["padding"]))
+
+
+def _pointwise_nhwc(x, ns):
+    """``x`` = a 1x1 ``conv2d`` (stride 1, no padding, one group) channels last: the
+    GEMM ``X^T @ W^T`` on reshapes (views) of its input and kernel; else ``None``."""
+    image, kernel = x.parents
+    n, c, h, w = image.shape
+    o = kernel.shape[0]
+    if not _pointwise(x):
+        return None
+    columns = ns.reshape(image, (n, c, h * w))
+    weights, flag = _weights_transposed(ns.reshape(kernel, (o, c)), False, ns)
+    product = make(x, Op.make("matmul", trans_a=True, trans_b=flag), [columns, weights])
+    return ns.reshape(product, (n, h, w, o))
+
+
+def _convertible(x) -> bool:
+    return not is_leaf(x.op.kind) and is_elementwise(x.op.kind) and x.op.kind != "fused"
+
+
+def _inside(x, ctx) -> set:
+    """The ids of the elementwise values above ``x`` (``x`` included) that can be made
+    channels last: every consumer of each is one of them or the convolution, so none
+    is needed in NCHW any more (an activation ``a * sigmoid(a)`` reads ``a`` twice)."""
+    reached, inside, stack = {}, set(), [x]
+    while stack:
+        node = stack.pop()
+        reached[id(node)] = reached.get(id(node), 0) + 1
+        if reached[id(node)] == ctx.uses(node) and _convertible(node):
+            inside.add(id(node))
+            stack.extend(p for p in node.parents if p.shape == node.shape)
+    return inside
+
+
+def _nhwc(x, ctx, ns, inside=None, made=None):
+    """The NCHW value ``x`` channels last, made from its producers where only the
+    convolution being converted needs them (``inside``: :func:`_inside`)."""
+    inside = _inside(x, ctx) if inside is None else inside
+    made = {} if made is None else made
+    if id(x) in made:
+        return made[id(x)]
+    if _transposed(x, TO_NCHW):
+        result = x.parents[0]
+    elif id(x) in inside:
+        result = make(x, x.op, [_operand_nhwc(p, x.shape, ctx, ns, inside, made)
+                                for p in x.parents])
+    else:
+        result = None
+        if not is_leaf(x.op.kind) and ctx.uses(x) == 1:
+            result = (_gemm_nhwc(x, ctx, ns) if x.op.kind == "reshape" else
+                      _pointwise_nhwc(x, ns) if x.op.kind == "conv2d" else None)
+        if result is None:
+            result = ns.transpose(x, TO_NHWC)
+    made[id(x)] = result
+    return result
+
+
+def _convert(node, ctx):
+    x, w = node.parents
+    c, (kh, kw) = x.shape[1], w.shape[2:]
+    ns = NodeNamespace(node)
+    taps = ns.transpose(ns.reshape(w, (c, kh, kw)), (1, 2, 0))
+    op = Op.make("depthwise_conv2d_nhwc", stride=node.op["stride"],
+                 padding=node.op["padding"], dilation=node.op["dilation"])
+    y = make(node, op, [_nhwc(x, ctx, ns), taps])
+    return make(node, Op.make("transpose", axes=TO_NCHW), [y])
+
+
+# -- downwards: the transposes back to NCHW pass on ------------------------------------------
+def _elementwise_down(node):
+    """``e(transpose(a), b...)`` -> ``transpose(e(a, b'...))``: every other operand ``b`` a
+    scalar, the same kind of transpose (``b' = `` what it transposes), per-channel
+    (reshaped), or an NCHW image (transposed: read strided once here, where the
+    transpose left behind would be read strided anyway)."""
+    shape = node.shape
+    if len(shape) != 4 or not any(_transposed(p, TO_NCHW) and p.shape == shape
+                                  for p in node.parents):
+        return None
+    ns = NodeNamespace(node)
+    operands = []
+    for p in node.parents:
+        if _transposed(p, TO_NCHW) and len(p.shape) == 4:
+            operands.append(p.parents[0])
+        elif len(p.shape) == 0:
+            operands.append(p)
+        else:
+            q = p if len(p.shape) == 4 else ns.reshape(p, (1,) * (4 - len(p.shape)) + p.shape)
+            if q.shape[2:] == (1, 1):
+                operands.append(ns.reshape(q, (q.shape[0], 1, 1, q.shape[1])))
+            else:
+                operands.append(ns.transpose(q, TO_NHWC))
+    return ns.transpose(make(node, node.op, operands), TO_NCHW)
+
+
+def _reshape_down(node):
+    """``reshape(transpose(z), (N, C, H*W))`` -> ``transpose(reshape(z, (N, H*W, C)))``
+    (a 1x1 convolution's GEMM operand: the transpose becomes a GEMM flag); any reshape of
+    a transpose of an image of one cell is a reshape of ``z``."""
+    (t,) = node.parents
+    if not _transposed(t, TO_NCHW):
+        return None
+    z = t.parents[0]
+    n, h, w, c = z.shape
+    ns = NodeNamespace(node)
+    if h == w == 1:
+        return ns.reshape(z, node.shape)
+    if tuple(node.shape) == (n, c, h * w):
+        return ns.transpose(ns.reshape(z, (n, h * w, c)), (0, 2, 1))
+    return None
+
+
+def _rows_of(m):
+    """The ``(N, HW, C)`` rows a product ``A @ B^T`` reads as its ``B``: the operand under
+    a transposed ``B`` (a flag or a transpose node), or ``None``."""
+    a, b = m.parents
+    if m.op.get("trans_b", False):
+        return b
+    if b.op.kind == "transpose" and len(b.shape) >= 2 and tuple(b.op["axes"]) == \
+            tuple(range(len(b.shape) - 2)) + (len(b.shape) - 1, len(b.shape) - 2):
+        return b.parents[0]
+    return None
+
+
+def _product_down(node, ctx):
+    """``reshape(W @ Z^T, (N, O, H, W))``, a 1x1 convolution's GEMM reading channels-last
+    rows ``Z``, -> ``transpose(reshape(Z @ W^T, (N, H, W, O)))``: the product written
+    channels last too, and the transpose passed on to its consumers (an inverted
+    residual's sum, the next block's GEMM), so a MobileNet's blocks stay channels last."""
+    (m,) = node.parents
+    if m.op.kind != "matmul" or ctx.uses(m) != 1 or len(node.shape) != 4:
+        return None
+    rows = _rows_of(m)
+    n, o, h, w = node.shape
+    if rows is None or len(m.shape) not in (2, 3) or tuple(m.shape[-2:]) != (o, h * w) \
+            or math.prod(m.shape[:-2]) != n or tuple(rows.shape[-2:])[0] != h * w:
+        return None
+    ns = NodeNamespace(node)
+    weights, flag = _weights_transposed(m.parents[0], m.op.get("trans_a", False), ns)
+    attrs = dict(m.op.params(), trans_a=False, trans_b=flag)
+    product = make(m, Op.make("matmul", **attrs), [rows, weights])
+    return ns.transpose(ns.reshape(product, (n, h, w, o)), TO_NCHW)
+
+
+def _pointwise_down(node):
+    """A 1x1 ``conv2d`` (kept whole) of ``transpose(z)`` -> the same GEMM channels last."""
+    image, kernel = node.parents
+    if not _transposed(image, TO_NCHW) or not _pointwise(node):
+        return None
+    ns = NodeNamespace(node)
+    z = image.parents[0]
+    n, h, w = z.shape[:3]
+    o = kernel.shape[0]
+    # the GEMM read z through the transpose's reshape: read it directly instead
+    columns = ns.reshape(z, (n, h * w, z.shape[3]))
+    weights, flag = _weights_transposed(ns.reshape(kernel, (o, z.shape[3])), False, ns)
+    product = make(node, Op.make("matmul", trans_b=flag), [columns, weights])
+    return ns.transpose(ns.reshape(product, (n, h, w, o)), TO_NCHW)
+
+
+def _reduction_down(node):
+    """A reduction over the image of ``transpose(z)`` -> the same over ``z``'s axes 1, 2."""
+    (t,) = node.parents
+    axis = node.op.get("axis")
+    if not _transposed(t, TO_NCHW) or axis is None:
+        axes = None
+    else:
+        axes = tuple(sorted(a % 4 for a in (axis if isinstance(axis, tuple) else (axis,))))
+    if axes != (2, 3):
+        return None
+    attrs = dict(node.op.params(), axis=(1, 2))
+    reduced = make(node, Op.make(node.op.kind, **attrs), [t.parents[0]])
+    return reduced if reduced.shape == node.shape else \
+        NodeNamespace(node).reshape(reduced, node.shape)
+
+
+def _rewrite(node, ctx):
+    kind = node.op.kind
+    if kind == "conv2d":
+        return _convert(node, ctx) if depthwise(node) else _pointwise_down(node)
+    if kind == "reshape":
+        made = _reshape_down(node)
+        return made if made is not None else _product_down(node, ctx)
+    if kind in _REDUCTIONS:
+        return _reduction_down(node)
+    if is_elementwise(kind) and kind != "fused":
+        return _elementwise_down(node)
+    return None
+
+
+CHANNELS_LAST = Pass(
+    "channels_last", function=_rewrite,     # remakes elementwise ops and reductions: any kind
+    doc="depthwise conv2d -> channels last, the transposes around it absorbed by the "
+        "GEMMs and elementwise ops next to it")
+
+__all__ = ["CHANNELS_LAST", "MIN_CHANNELS", "depthwise"]
