@@ -218,6 +218,29 @@ def test_columns_match_the_numpy_kernel(kind):
         assert STATS["layout flat"] and STATS["layout batch"], STATS
 
 
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 2), c=st.integers(1, 3), h=st.integers(1, 9), w=st.integers(1, 9),
+       kernel=st.tuples(st.integers(1, 5), st.integers(1, 5)),
+       dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       split=st.floats(0, 1), top=st.integers(0, 3), bottom=st.integers(0, 3),
+       layout=st.sampled_from(["batch", "flat"]), seed=st.integers(0, 2**32 - 1),
+       style=st.sampled_from(STYLES))
+def test_whole_block_im2col_matches_the_numpy_kernel(n, c, h, w, kernel, dilation, split,
+                                                     top, bottom, layout, seed, style):
+    """Stride 1 with rows as wide as the image's (the horizontal padding adds up to the
+    dilated window's width, split anyhow): each tap's block is one shifted flat copy."""
+    from graphc.engine.window_builders import whole_blocks
+    span = (kernel[1] - 1) * dilation[1]
+    left = round(split * span)
+    try:
+        cols = N.im2col(N.var("x", (n, c, h, w)), kernel, stride=1, dilation=dilation,
+                        padding=((top, bottom), (left, span - left)), layout=layout)
+    except ShapeError:
+        assume(False)
+    assert whole_blocks(cols.op, (n, c, h, w))
+    check(cols, [values(np.random.default_rng(seed), (n, c, h, w), style)])
+
+
 def test_every_window_kind_has_a_generated_kernel():
     assert set(KINDS) == {"im2col", "col2im", "max_pool2d", "max_pool2d_backward",
                           "avg_pool2d", "avg_pool2d_backward"}
@@ -351,10 +374,17 @@ def test_large_nodes_are_threaded_and_small_ones_not():
     assert large.parents[0].size >= PARALLEL_MIN > small.parents[0].size
 
 
-def test_im2col_of_small_planes_stays_on_numpy():
+def test_im2col_of_small_planes_stays_on_numpy_unless_copied_whole():
+    """Row by row (a stride, or rows narrower than the image's), small planes stay on
+    NumPy's strided copies; a stride-1 "same" window copies each tap's block whole,
+    generated at every size."""
     from graphc.engine.window_builders import IM2COL_MIN_PLANE
     w = N.var("w", (4, 4, 3, 3))
-    for side, generated in ((16, False), (64, True)):
+    for side, stride, padding, generated in ((16, 2, 1, False), (128, 2, 1, True),
+                                             (16, 1, 0, False), (16, 1, 1, True)):
         x = N.var("x", (1, 4, side, side))
-        exe = graphc.compile([x, w], N.conv2d(x, w, padding=1), kernels="generated")
-        assert ("im2col" in window_steps(exe)) == generated == (side * side >= IM2COL_MIN_PLANE)
+        exe = graphc.compile([x, w], N.conv2d(x, w, stride=stride, padding=padding),
+                             kernels="generated")
+        assert ("im2col" in window_steps(exe)) == generated
+        assert generated == (stride == 1 and padding == 1
+                             or (side // stride) ** 2 >= IM2COL_MIN_PLANE)

@@ -15,7 +15,9 @@ the whole array per kernel tap; these make the same passes over one output row o
 image plane at a time, while it is in cache, and split the rows or planes across
 the cores:
 
-- ``im2col`` and the forward poolings: one work item per output row. For each tap,
+- ``im2col`` with stride 1 and rows as wide as the image's: one work item per tap of
+  a plane, a flat copy of the shifted image and zeros on the padding.
+- ``im2col`` otherwise, and the forward poolings: one work item per output row. For each tap,
   row-major, the row takes the tap's cells: copied (``im2col``, zeros on the
   padding), or combined into it as ``np.maximum(row, cells)`` (NaN wins, a tie keeps
   the cell) or ``row + cells``, after starting from the tap ``FIRST`` (else ``-inf``
@@ -111,6 +113,34 @@ def _im2col_row(x, cols, geometry, r):
             _fill(cols, o, lo, 0)
             _copy(cols, o + lo, x, (p * H + h) * W + lo * SW + offset, SW, hi - lo)
             _fill(cols, o + hi, OW - hi, 0)
+
+
+@njit(nogil=True, cache=True)
+def _im2col_block(x, cols, geometry, item):
+    """The whole block of tap ``t`` of plane ``p`` (``item = p * KH * KW + t``) when the
+    result rows are the image's (stride 1, ``OW == W``): one flat copy of the image
+    shifted by the tap's offset, then zeros on the rows and the edge columns the
+    padding covers (where the flat copy read a neighbouring row's cells)."""
+    N, C, H, W, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, FIRST, FLAT = geometry
+    p, t = item // (KH * KW), item % (KH * KW)
+    n, c, i, j = p // C, p % C, t // KW, t % KW
+    if FLAT:      # (C, KH, KW, N, OH, OW)
+        o = ((c * KH * KW + t) * N + n) * OH * OW
+    else:         # (N, C, KH, KW, OH, OW)
+        o = (p * KH * KW + t) * OH * OW
+    r_lo, r_hi = _valid(OH, H, 1, i * DH - PT)
+    q_lo, q_hi = _valid(OW, W, 1, j * DW - PL)
+    if r_lo >= r_hi or q_lo >= q_hi:
+        _fill(cols, o, OH * OW, 0)
+        return
+    _fill(cols, o, r_lo * OW, 0)
+    start, stop = r_lo * OW + q_lo, (r_hi - 1) * OW + q_hi
+    _copy(cols, o + start, x, p * H * W + start + (i * DH - PT) * W + j * DW - PL, 1,
+          stop - start)
+    _fill(cols, o + r_hi * OW, (OH - r_hi) * OW, 0)
+    for r in range(r_lo, r_hi):
+        _fill(cols, o + r * OW, q_lo, 0)
+        _fill(cols, o + r * OW + q_hi, OW - q_hi, 0)
 
 
 @njit(nogil=True, cache=True)
@@ -230,8 +260,19 @@ def _avg_pool_backward_plane(g, counts, out, geometry, p):
 @njit(parallel=True, nogil=True, cache=True)
 def im2col(x, cols, geometry, threaded):
     """``cols`` (flat ``(N, C*KH*KW, OH*OW)``, or ``(C*KH*KW, N*OH*OW)`` when ``FLAT``)
-    from the image ``x``, zeros on the padding."""
-    items = geometry[0] * geometry[1] * geometry[4]
+    from the image ``x``, zeros on the padding: a tap's whole block at once where the
+    result rows are the image's (stride 1, "same" width), else row by row."""
+    N, C, H, W, OH, OW, KH, KW, SH, SW = geometry[:10]
+    if SH == 1 and SW == 1 and OW == W:
+        items = N * C * KH * KW
+        if threaded:
+            for k in prange(items):
+                _im2col_block(x, cols, geometry, k)
+        else:
+            for k in range(items):
+                _im2col_block(x, cols, geometry, k)
+        return
+    items = N * C * OH
     if threaded:
         for k in prange(items):
             _im2col_row(x, cols, geometry, k)
