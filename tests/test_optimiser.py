@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, note
+from hypothesis import assume, example, given, note, settings
 from hypothesis import strategies as st
 
 import graphc
@@ -20,6 +20,7 @@ from graphc.symbol.traverse import topological_order
 from graphc.type.kinds import KINDS
 from graphc.optimiser.pattern import Pat
 from graphc.type import Op
+from graphc.type.errors import ShapeError
 from test_plan_random import build_graph, programs, random_inputs
 
 F32 = np.float32
@@ -639,3 +640,42 @@ def test_pass_report_rows_are_the_rounds_of_the_schedule_that_ran():
     for row in rows[1:]:
         assert row["changes"] > 0 and set(row["passes"].split("+")) <= set(PIPELINE)
     assert rows[-1]["passes"] == "fuse_elementwise"
+
+
+# -- a zero pad folded into the convolution after it ----------------------------------------------
+@settings(max_examples=30, deadline=None)
+@given(widths=st.lists(st.tuples(st.integers(-1, 2), st.integers(0, 2)), min_size=4,
+                       max_size=4),
+       value=st.sampled_from([0, 0.0, 0.5]), groups=st.sampled_from([1, 4]),
+       stride=st.integers(1, 2), padding=st.integers(0, 1), seed=st.integers(0, 2**16))
+@example(widths=[(0, 0), (0, 0), (0, 1), (1, 1)], value=0, groups=4, stride=2, padding=0,
+         seed=0)
+@example(widths=[(0, 0), (0, 0), (0, 1), (1, 1)], value=0.5, groups=1, stride=1, padding=1,
+         seed=1)
+@example(widths=[(0, 0), (0, 0), (-1, 1), (1, 1)], value=0, groups=1, stride=1, padding=0,
+         seed=2)
+def test_zero_pad_of_the_image_folds_into_the_convolution(widths, value, groups, stride,
+                                                          padding, seed):
+    """conv2d(pad(x)) keeps its bits when the pad becomes the convolution's padding, and
+    only zeros on the image axes fold (a pad of the batch or channels, a value, a crop
+    stay)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, 4, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 4 // groups, 3, 2)).astype(np.float32)
+    if widths[1][0] or widths[1][1]:         # channels padded: the kernel must match
+        w = rng.standard_normal((4, 4 + sum(widths[1]), 3, 2)).astype(np.float32)
+        groups = 1
+    widths = tuple(widths)
+    try:
+        E.conv2d(E.pad(x, widths, constant_values=value), w, stride=stride,
+                 padding=padding, groups=groups)
+    except (ShapeError, ValueError):
+        assume(False)
+    xv, wv = N.var("x", x.shape), N.var("w", w.shape)
+    y = N.conv2d(N.pad(xv, widths, constant_values=value), wv, stride=stride,
+                 padding=padding, groups=groups)
+    folded = graphc.compile([xv, wv], [y], kernels="numpy", check=True)
+    plain = graphc.compile([xv, wv], [y], kernels="numpy", optimise=False)
+    foldable = value == 0 and not any(widths[0] + widths[1]) and min(map(min, widths)) >= 0
+    assert ("pad" not in [n.op.kind for n in folded.graph.order]) == foldable
+    np.testing.assert_array_equal(folded.run(x=x, w=w)[0], plain.run(x=x, w=w)[0])

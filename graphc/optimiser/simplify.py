@@ -157,6 +157,24 @@ def _identity_rule(identity: Identity, build, suffix: str = "") -> Rule:
                                             commutative=identity.commutative), build)
 
 
+def _pad_into_conv(b, node):
+    """``conv2d(pad(x), w)``, zeros padded on the image axes only, is ``conv2d(x, w)``
+    with that much more padding: the convolution's padding is zeros too, so its columns
+    (and every direct kernel's sums) are the same cells; no padded copy is made
+    (TF-style "same" padding, exported as an explicit Pad: EfficientNet-Lite's strided
+    depthwise convolutions)."""
+    pad = b["pad"]
+    widths = pad.op["pad_width"]
+    if (pad.op["value"] != 0 or len(widths) != 4 or any(widths[0]) or any(widths[1])
+            or min(min(w) for w in widths) < 0):
+        return None
+    (top, bottom), (left, right) = node.op["padding"]
+    padding = ((top + widths[2][0], bottom + widths[2][1]),
+               (left + widths[3][0], right + widths[3][1]))
+    return make(node, Op.make("conv2d", **dict(node.op.params(), padding=padding)),
+                [b["x"], node.parents[1]])
+
+
 #: the rewrite rules of the ``simplify`` pass (not to be confused with the shape
 #: layer's ``graphc.shape.rules.RULES``)
 SIMPLIFY_RULES = [_identity_rule(i, _exact_identity(i)) for i in IDENTITIES] + [
@@ -169,10 +187,12 @@ SIMPLIFY_RULES = [_identity_rule(i, _exact_identity(i)) for i in IDENTITIES] + [
     Rule("copy", Pat("copy", (X,)), _keep_x),
     Rule("identity_cast", Pat("astype", (X,)), _keep_x),
     Rule("identity_broadcast", Pat("broadcast_to", (X,)), _keep_x),
+    Rule("pad_into_conv", Pat("conv2d", (Pat("pad", (X,), name="pad"), Pat())), _pad_into_conv),
 ]
 
-# its rules keep a parent, or re-make a transpose or a reshape
-SIMPLIFY = Pass("simplify", SIMPLIFY_RULES, produces=frozenset({"transpose", "reshape"}),
+# its rules keep a parent, or re-make a transpose, a reshape or a convolution
+SIMPLIFY = Pass("simplify", SIMPLIFY_RULES,
+                produces=frozenset({"transpose", "reshape", "conv2d"}),
                 doc="useless ops that leave NumPy's results unchanged")
 # it re-makes the broadcasting op it matched on other parents
 EXPANSIONS = Pass("drop_expansions", function=_drop_expansion,
