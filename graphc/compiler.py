@@ -102,8 +102,9 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     (elementwise, fused, reshapes) just before their late readers (a backward
     pass) instead of holding them, where that lowers the live-bytes lower bound;
     a number of bytes does so, largest first, until the bound is within that
-    budget (a ``RuntimeWarning`` where it cannot be). Results are bit for bit the
-    same; ``stats()["rematerialised_values"]`` and ``["remat_saved_bytes"]`` say
+    budget (a ``RuntimeWarning`` where it cannot be); it keeps GEMMs and their
+    elementwise epilogues apart (the ``fuse_epilogue`` pass), so the epilogues can be
+    recomputed. Results are bit for bit the same; ``stats()["rematerialised_values"]`` and ``["remat_saved_bytes"]`` say
     what it did.
     With ``bind_inputs=True`` (the default) ``run`` reads a large fed array in
     place instead of copying it in (the CPU only): one C-contiguous and aligned,
@@ -140,6 +141,10 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
         _agree_across_ranks(source)
         graph, report, passes_run = source, [], ()
         passes = select_passes(optimise, fast_math)
+        if remat is not None:
+            # rematerialisation recomputes cheap elementwise values (a ReLU's output) in
+            # the backward pass; inside a GEMM's epilogue they would cost the GEMM
+            passes = tuple(p for p in passes if p != "fuse_epilogue")
         if passes:
             from .eager import evaluate
 

@@ -78,10 +78,12 @@ def test_large_products_split_across_threads(shape):
     # the blocks cover every output element exactly once
     covered = np.zeros(out.shape, np.int64).reshape(-1)
     flat = out.reshape(-1)
-    for rows, cols, _, _, c_off in tasks:
+    for rows, cols, _, _, c_off, first_row, first_col in tasks:
         start = c_off // out.itemsize
         for r in range(rows):
             covered[start + r * n:start + r * n + cols] += 1
+        # the block's first row among the stacked rows and its first column
+        assert start == first_row * n + first_col
     assert covered.sum() == flat.size and covered.min() == 1
 
 
@@ -122,7 +124,7 @@ def test_unthreaded_programs_keep_numpy():
 def _matmul_kernels(graph):
     exe = getattr(graph, "executable", graph)
     return [getattr(k, "kernel", k) for s, k in zip(exe.liveness.steps, exe.program.kernels)
-            if s.op.kind == "matmul"]
+            if s.op.kind in ("matmul", "fused_matmul")]   # a GEMM, or one with its epilogue
 
 
 @pytest.mark.parametrize("trans", [False, True])

@@ -150,6 +150,17 @@ def conv(M, x, w):
     return ref_conv(x, w, *WINDOW).astype(x.dtype)
 
 
+PADS = ((0, 0), (0, 0), (1, 0), (0, 2))
+
+
+def padded_conv(M, x, w):
+    """A convolution of an image padded with zeros first (TF's "same" as an explicit
+    pad): the pad becomes the convolution's padding."""
+    if M is N:
+        return N.conv2d(N.pad(x, PADS), w, padding=1)
+    return ref_conv(np.pad(x, PADS), w, *WINDOW).astype(x.dtype)
+
+
 def conv_input_gradient(M, g, w, x_shape=(2, 3, 6, 6)):
     if M is N:
         return N.conv2d_backward_input(g, w, x_shape, padding=1)
@@ -217,6 +228,8 @@ CASES = [
     Case("identity_cast", "simplify", lambda M, x: made(M, "astype", x, dtype=x.dtype)),
     Case("identity_broadcast", "simplify",
          lambda M, x: made(M, "broadcast_to", x, shape=x.shape)),
+    Case("pad_into_conv", "simplify", padded_conv, ((2, 3, 6, 6), (4, 3, 3, 3)),
+         integers=True),
     Case("cse", "cse", lambda M, x, y: M.exp(x) * y + M.exp(x), ((20, 20), (20, 20))),
     Case("fold", "fold",         # every special value through sqrt, folded
          lambda M, x: x * M.sqrt(const(M, every_pair(x.dtype, x.shape, 1)))),

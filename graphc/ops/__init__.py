@@ -5,7 +5,7 @@ Families: :mod:`.creation` (leaves, creation, random draws, delay), :mod:`.sorti
 :mod:`.linalg` (numpy.linalg and numpy.fft),
 :mod:`.elementwise`, :mod:`.reductions` (with the linear-algebra products),
 :mod:`.shaping`, :mod:`.neural` (and :mod:`.channels_last`, the optimiser's channels-last
-depthwise convolution). Adding an op kind is one definition in its
+depthwise convolution; :mod:`.fused_matmul`, its GEMM with an elementwise epilogue). Adding an op kind is one definition in its
 family's module (and a kernel or shape rule in its layer when no existing one
 serves).
 
@@ -14,7 +14,7 @@ serves).
 True
 """
 from . import (control, creation, elementwise, formats, linalg, neural, reductions,  # noqa: F401
-               channels_last,
+               channels_last, fused_matmul,
                bitcast, collectives, complex_parts, detection, shaping, sorting)
 from .definition import DEFINITIONS, LEAF, NO_GRADIENT, OpDef, Refused, define
 

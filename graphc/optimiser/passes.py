@@ -25,6 +25,7 @@ from ..symbol.traverse import edge_count, topological_order
 from .channels_last import CHANNELS_LAST
 from .fast_math import FAST_MATH
 from .fold import folding_pass
+from .fuse_epilogue import FUSE_EPILOGUE
 from .fuse_reduce import FUSE_REDUCE
 from .fusion import ADAGRAD, FMA, FUSE_ELEMENTWISE, MATMUL_TRANSPOSE
 from .invariants import InvariantError, check_invariants
@@ -37,7 +38,8 @@ CSE = Pass("cse", merge=True, produces=frozenset(),
 
 #: pass names in pipeline order; "fold" is made per call (it needs an evaluator)
 PIPELINE = ("cse", "fold", "simplify", "drop_expansions", "fast_math", "lowering",
-            "channels_last", "matmul_transpose", "adagrad", "fma", "fuse_elementwise", "fuse_reduce")
+            "channels_last", "matmul_transpose", "adagrad", "fma", "fuse_elementwise", "fuse_reduce",
+            "fuse_epilogue")
 #: the passes by name, but "fold" (made per call around an evaluator)
 STATIC_PASSES = {p.name: p for p in (CSE, SIMPLIFY, EXPANSIONS, FAST_MATH, LOWERING,
                                      MATMUL_TRANSPOSE, ADAGRAD, FMA, FUSE_ELEMENTWISE)}
@@ -47,7 +49,8 @@ DEFAULT = tuple(n for n in PIPELINE if n != "fast_math")
 #: (``"device"``: a graph for the GPU, whose reductions are one ReductionKernel each)
 #: (``"generated"``: depthwise convolutions channels last, for its kernel of that layout)
 KERNEL_PASSES = {"numpy": {}, "generated": {"fuse_reduce": FUSE_REDUCE,
-                                            "channels_last": CHANNELS_LAST},
+                                            "channels_last": CHANNELS_LAST,
+                                            "fuse_epilogue": FUSE_EPILOGUE},
                  "device": {"fuse_reduce": FUSE_REDUCE}}
 
 

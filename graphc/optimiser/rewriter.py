@@ -49,8 +49,10 @@ class Rule:
 
 #: the optimiser's stages, in the order they run; each runs to a fixed point before
 #: the next starts. "fuse" comes last because a fused node hides its members from
-#: every pattern (the AdaGrad rule, FMA): fusing earlier would pre-empt them.
-STAGES = ("rewrite", "fuse")
+#: every pattern (the AdaGrad rule, FMA): fusing earlier would pre-empt them. "epilogue"
+#: (a GEMM taking the elementwise program that reads its product) comes after it, so
+#: the program it takes is whole: taken earlier, a bias would leave its activation out.
+STAGES = ("rewrite", "fuse", "epilogue")
 
 
 @dataclass
