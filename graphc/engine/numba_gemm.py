@@ -56,11 +56,16 @@ ALIGN = 16
 #: cache beside BLAS's packed panels (64 KiB blocks ran the 3136 x 24 x 144 GEMM and
 #: its bias and ReLU6 in 144 us, against 127 + 37 us apart; 256 KiB blocks in 191 us)
 EPILOGUE_BLOCK_BYTES = 1 << 16
+#: the fewest rows of such a block (BLAS's own blocking wants enough of them), and the
+#: largest right operand the blocks may each pack again (ViT's 768 x 3072 in blocks of
+#: 16 rows took 1.6x as long as in halves)
+EPILOGUE_MIN_ROWS, EPILOGUE_PANEL_BYTES = 64, 1 << 18
 #: the fewest rows for which a product is cut by rows even when it has more columns:
 #: OpenBLAS runs a block of rows faster than a block of columns from there (a ViT's
 #: 197 x 192 x 768: 356 against 417 us; a MobileNet's 196 x 96 x 576: 117 against 128
-#: us), below it not (49 x 960 x 320: 228 against 175 us)
-ROWS_SPLIT_MIN = 160
+#: us), below it not (49 x 960 x 320: 228 against 175 us), nor for very wide products
+#: (ViT's 197 x 768 x 3072: 5.6 against 5.0 ms; 197 x 768 x 2304: 3.6 against 3.7 ms)
+ROWS_SPLIT_MIN, ROWS_SPLIT_MAX_COLUMNS = 160, 2304
 
 
 def _blas_library():
@@ -235,11 +240,14 @@ def _plan(a, b, out, threaded: bool, block_bytes: int = 0):
     threads = numba.get_num_threads() if flops >= SERIAL_FLOPS and threading_layer() else 1
     # whole matrices when they share the threads evenly, else each cut in blocks
     parts = 1 if count % threads == 0 else threads
-    by_rows = m >= n or m >= ROWS_SPLIT_MIN
-    if block_bytes and by_rows and n >= 4 * ALIGN:   # rows that stay in cache for an epilogue
+    by_rows = m >= n or ROWS_SPLIT_MIN <= m and n <= ROWS_SPLIT_MAX_COLUMNS
+    if (block_bytes and by_rows and n >= 4 * ALIGN
+            and k * n * size <= EPILOGUE_PANEL_BYTES):   # rows that stay in cache
         # (a narrow product's epilogue is cheap, and more blocks slow BLAS: 3136 x 144 x
-        # 24 in 64 KiB blocks took 185 us, against 152 us in halves)
-        rows = max(ALIGN, block_bytes // (n * size) // ALIGN * ALIGN)
+        # 24 in 64 KiB blocks took 185 us, against 152 us in halves; and each block
+        # packs the whole right operand again: for a large one that costs more than
+        # an epilogue in cache saves)
+        rows = max(EPILOGUE_MIN_ROWS, block_bytes // (n * size) // ALIGN * ALIGN)
         parts = max(parts, -(-m // rows))
     cuts = _cuts(m if by_rows else n, parts)
     tasks = []
