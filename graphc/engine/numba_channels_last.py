@@ -56,6 +56,22 @@ def _span3(t, channels, q0, q1, first, zero, w0, w1, w2, source, start, step, ap
 
 
 @njit(**_OPTIONS)
+def _span2(t, channels, q0, q1, first, zero, w0, w1, source, start, step, apart):
+    """:func:`_span3` for two taps (a 5x5 window's last two columns)."""
+    for q in range(q0, q1):
+        cell = t[q * channels:(q + 1) * channels]
+        at = start + q * step
+        s0 = source[at:at + channels]
+        s1 = source[at + apart:at + apart + channels]
+        if first:
+            for k in range(channels):
+                cell[k] = zero + w0[k] * s0[k] + w1[k] * s1[k]
+        else:
+            for k in range(channels):
+                cell[k] = cell[k] + w0[k] * s0[k] + w1[k] * s1[k]
+
+
+@njit(**_OPTIONS)
 def _span1(t, channels, q0, q1, first, zero, w0, source, start, step):
     """:func:`_span3` for one tap."""
     for q in range(q0, q1):
@@ -87,7 +103,7 @@ def _cells(x, w, t, n, q0, q1, rows, columns, geometry, zero):
     """Cells ``q0 <= q < q1`` of result row ``t`` (flat) of image ``n``, whose valid taps
     are the same: tap rows ``rows`` (input row of each, or -1 on padding) and tap
     columns ``[columns[0], columns[1])``. Each cell sums them in row-major order from
-    ``zero``, three taps of a tap row per pass."""
+    ``zero``, three taps of a tap row per pass (two, one for what is left)."""
     width, sw, pw, dw = geometry[1], geometry[5], geometry[7], geometry[9]
     channels = w.shape[2]
     block = max(1, BLOCK_ELEMENTS // channels)
@@ -105,6 +121,10 @@ def _cells(x, w, t, n, q0, q1, rows, columns, geometry, zero):
                     _span3(t, channels, b0, b1, first, zero, w[i, j], w[i, j + 1],
                            w[i, j + 2], source, start, sw * channels, dw * channels)
                     j += 3
+                elif j + 2 <= columns[1]:
+                    _span2(t, channels, b0, b1, first, zero, w[i, j], w[i, j + 1], source,
+                           start, sw * channels, dw * channels)
+                    j += 2
                 else:
                     _span1(t, channels, b0, b1, first, zero, w[i, j], source, start,
                            sw * channels)
