@@ -263,6 +263,8 @@ def im2col(x, cols, geometry, threaded):
     from the image ``x``, zeros on the padding: a tap's whole block at once where the
     result rows are the image's (stride 1, "same" width), else row by row."""
     N, C, H, W, OH, OW, KH, KW, SH, SW = geometry[:10]
+    # two loops, not one over an item that branches: that dispatch cost small planes a
+    # third more (512x7x7: 80 -> 113 us)
     if SH == 1 and SW == 1 and OW == W:
         items = N * C * KH * KW
         if threaded:
