@@ -56,10 +56,12 @@ ALIGN = 16
 #: cache beside BLAS's packed panels (64 KiB blocks ran the 3136 x 24 x 144 GEMM and
 #: its bias and ReLU6 in 144 us, against 127 + 37 us apart; 256 KiB blocks in 191 us)
 EPILOGUE_BLOCK_BYTES = 1 << 16
-#: the fewest rows of such a block (BLAS's own blocking wants enough of them), and the
+#: the fewest rows of such a block (BLAS's own blocking wants enough of them), the
 #: largest right operand the blocks may each pack again (ViT's 768 x 3072 in blocks of
-#: 16 rows took 1.6x as long as in halves)
-EPILOGUE_MIN_ROWS, EPILOGUE_PANEL_BYTES = 64, 1 << 18
+#: 16 rows took 1.6x as long as in halves), and the deepest product cut so: only a
+#: shallow one writes its result faster than it computes it, so that a second pass over
+#: the result costs much (RegNet's 784 x 320 x 196 in blocks: 0.59 against 0.54 ms)
+EPILOGUE_MIN_ROWS, EPILOGUE_PANEL_BYTES, EPILOGUE_MAX_DEPTH = 64, 1 << 18, 64
 #: the fewest rows for which a product is cut by rows even when it has more columns:
 #: OpenBLAS runs a block of rows faster than a block of columns from there (a ViT's
 #: 197 x 192 x 768: 356 against 417 us; a MobileNet's 196 x 96 x 576: 117 against 128
@@ -241,7 +243,7 @@ def _plan(a, b, out, threaded: bool, block_bytes: int = 0):
     # whole matrices when they share the threads evenly, else each cut in blocks
     parts = 1 if count % threads == 0 else threads
     by_rows = m >= n or ROWS_SPLIT_MIN <= m and n <= ROWS_SPLIT_MAX_COLUMNS
-    if (block_bytes and by_rows and n >= 4 * ALIGN
+    if (block_bytes and by_rows and n >= 4 * ALIGN and k <= EPILOGUE_MAX_DEPTH
             and k * n * size <= EPILOGUE_PANEL_BYTES):   # rows that stay in cache
         # (a narrow product's epilogue is cheap, and more blocks slow BLAS: 3136 x 144 x
         # 24 in 64 KiB blocks took 185 us, against 152 us in halves; and each block

@@ -153,9 +153,13 @@ LOWERING_RULES = [rule for kind in DECOMPOSITIONS for rule in _lowering_rules(ki
 #: product a CUDA graph can hold (``engine.cuda_blas``)
 DEVICE_LOWERING_RULES = [Rule(f"lower_{kind}", Pat(kind), lambda b, node: _lower(node))
                          for kind in DECOMPOSITIONS]
-#: the rules with ``kernels="generated"``: the convolutions the direct kernel takes stay
-LOWERING_RULES_KEEPING_DIRECT = [rule for kind in DECOMPOSITIONS
-                                 for rule in _lowering_rules(kind, keep=direct_conv)]
+#: the rules with ``kernels="generated"``: the convolutions the direct kernel takes stay;
+#: every other one is lowered, a 1x1 one too whatever reads its input (the reshape is a
+#: view of any contiguous value on the CPU, ``compile(views=True)``), so its GEMM can take
+#: the bias and activation after it (:mod:`.fuse_epilogue`)
+LOWERING_RULES_KEEPING_DIRECT = [
+    Rule(f"lower_{kind}", Pat(kind, test=lambda n: not direct_conv(n)),
+         lambda b, node: _lower(node)) for kind in DECOMPOSITIONS]
 
 
 def _as_forward_conv(node):
