@@ -295,7 +295,8 @@ def epilogue_source(program, in_dtypes, dtype: str, product: int, roles) -> str 
     ``program`` (a ``fused`` op) on that block while it is in cache: ``serial`` and
     ``parallel(tasks, flags..., addresses, out, x...)`` (:func:`_plan`'s arguments, the
     product as ``(rows, N)`` and the program's other inputs by ``roles``). ``None``
-    where no BLAS serves or the generator does not cover the program.
+    where no BLAS serves, or the generator does not cover the program or would call
+    the C library element by element in it.
 
     >>> from graphc.type import Op
     >>> relu = Op.make("fused", program=((Op.make("relu"), (("in", 0),)),), shape=(4, 4),
@@ -313,6 +314,10 @@ def epilogue_source(program, in_dtypes, dtype: str, product: int, roles) -> str 
     try:
         body = codegen.program_body(codegen.DIALECT, program, names, list(in_dtypes), dtype)
     except (NotImplementedError, KeyError):
+        return None
+    if not codegen.vectorises(body):
+        # a call to the C library per element (tanh, float64 exp): NumPy's vectorised
+        # call on the whole product is faster (a GELU-tanh epilogue ran 2x slower)
         return None
     others = [k for k in range(len(in_dtypes)) if k != product]
     args = ", ".join(f"x{k}" for k in others)

@@ -65,13 +65,36 @@ def _kernel(op, ins, out, ctx):
 
 def _generated(op, ins, out, ctx, parallel: bool):
     """:func:`graphc.engine.numba_gemm.epilogue_kernel` on the operands as ``matmul``'s
-    kernel reads them; ``None`` (the NumPy kernel) where it declines."""
-    from ..engine.cpu_kernels import matmul_operands
+    kernel reads them. Where it declines, the two parts apart, each on the kernel the
+    engine would give its own node: the GEMM on the generated kernels' threads, the
+    program generated where it vectorises, else NumPy's calls (a GELU's ``tanh``)."""
+    from ..engine.cpu_kernels import GENERATED_KERNELS, matmul_operands
+    from ..engine.numba_codegen import DIALECT, vectorises
     from ..engine.numba_gemm import epilogue_kernel
+    from ..engine.expressions import program_lines
+    from ..engine.numba_kernels import generated_kernel
     a, b, *others = ins
-    a, b, _ = matmul_operands(product_op(op), [a, b], out.reshape(op["gemm"]))
-    return epilogue_kernel(a, b, out, program_op(op), op["product"], op["roles"], others,
-                           parallel)
+    x, y, _ = matmul_operands(product_op(op), [a, b], out.reshape(op["gemm"]))
+    kernel = epilogue_kernel(x, y, out, program_op(op), op["product"], op["roles"], others,
+                             parallel)
+    if kernel is not None:
+        return kernel
+    product = work_array(ctx, tuple(op["gemm"]), out.dtype)
+    gemm = (GENERATED_KERNELS["matmul"](product_op(op), [a, b], product, ctx, parallel)
+            or KERNELS["matmul"](product_op(op), [a, b], product, ctx))
+    inputs = _program_inputs(op, product.reshape(op["shape"]), others)
+    try:
+        lines = program_lines(DIALECT, program_op(op), [f"a{k}" for k in range(len(inputs))],
+                              [v.dtype.name for v in inputs], out.dtype.name)
+        fast = vectorises(lines) and generated_kernel(program_op(op), inputs, out, parallel)
+    except (NotImplementedError, KeyError):
+        fast = None
+    program = fast or KERNELS["fused"](program_op(op), inputs, out, ctx)
+
+    def run():
+        gemm()
+        program()
+    return run
 
 
 def _grad(ns, op, inputs, output, g, needs=None):
