@@ -123,8 +123,9 @@ def test_unthreaded_programs_keep_numpy():
 
 def _matmul_kernels(graph):
     exe = getattr(graph, "executable", graph)
-    return [getattr(k, "kernel", k) for s, k in zip(exe.liveness.steps, exe.program.kernels)
-            if s.op.kind in ("matmul", "fused_matmul")]   # a GEMM, or one with its epilogue
+    kernels = [getattr(k, "kernel", k) for s, k in zip(exe.liveness.steps, exe.program.kernels)
+               if s.op.kind in ("matmul", "fused_matmul")]   # a GEMM, or one with its epilogue
+    return [getattr(k, "gemm", k) for k in kernels]   # an epilogue run apart: its GEMM
 
 
 @pytest.mark.parametrize("trans", [False, True])

@@ -89,12 +89,20 @@ def _generated(op, ins, out, ctx, parallel: bool):
         fast = vectorises(lines) and generated_kernel(program_op(op), inputs, out, parallel)
     except (NotImplementedError, KeyError):
         fast = None
-    program = fast or KERNELS["fused"](program_op(op), inputs, out, ctx)
+    return Apart(gemm, fast or KERNELS["fused"](program_op(op), inputs, out, ctx))
 
-    def run():
-        gemm()
-        program()
-    return run
+
+class Apart:
+    """A ``fused_matmul`` run as its two parts: ``gemm``, then ``program``."""
+
+    __slots__ = ("gemm", "program")
+
+    def __init__(self, gemm, program):
+        self.gemm, self.program = gemm, program
+
+    def __call__(self):
+        self.gemm()
+        self.program()
 
 
 def _grad(ns, op, inputs, output, g, needs=None):
@@ -125,4 +133,4 @@ def _export(ctx, op, ins, out):
 define(OpDef(NAME, "linalg", None, None, shape=shapes.declared, kernel=_kernel,
              generated=_generated, grad=_grad, onnx=_export, reads_strided=True))
 
-__all__ = ["NAME", "product_op", "program_op"]
+__all__ = ["NAME", "Apart", "product_op", "program_op"]
