@@ -241,6 +241,29 @@ def test_whole_block_im2col_matches_the_numpy_kernel(n, c, h, w, kernel, dilatio
     check(cols, [values(np.random.default_rng(seed), (n, c, h, w), style)])
 
 
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 2), c=st.integers(1, 3), h=st.integers(1, 11), w=st.integers(1, 11),
+       kernel=st.tuples(st.integers(1, 7), st.integers(1, 7)), row_stride=st.integers(1, 3),
+       dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       padding=st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 3),
+                         st.integers(0, 3)),
+       layout=st.sampled_from(["batch", "flat"]), seed=st.integers(0, 2**32 - 1),
+       style=st.sampled_from(STYLES))
+def test_column_stride_two_im2col_matches_the_numpy_kernel(n, c, h, w, kernel, row_stride,
+                                                           dilation, padding, layout, seed,
+                                                           style):
+    """A column stride of 2 reads each input row split into its even and odd cells
+    (odd widths, dilations and paddings that shift the first cell included)."""
+    top, bottom, left, right = padding
+    try:
+        cols = N.im2col(N.var("x", (n, c, h, w)), kernel, stride=(row_stride, 2),
+                        dilation=dilation, padding=((top, bottom), (left, right)),
+                        layout=layout)
+    except ShapeError:
+        assume(False)
+    check(cols, [values(np.random.default_rng(seed), (n, c, h, w), style)])
+
+
 def test_every_window_kind_has_a_generated_kernel():
     assert set(KINDS) == {"im2col", "col2im", "max_pool2d", "max_pool2d_backward",
                           "avg_pool2d", "avg_pool2d_backward"}
