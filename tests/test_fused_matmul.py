@@ -171,30 +171,3 @@ def test_rematerialisation_keeps_the_epilogue_apart():
     fused = graphc.compile([x, w], [loss, g], kernels="generated")
     kept = graphc.compile([x, w], [loss, g], kernels="generated", remat="auto")
     assert "fused_matmul" in kinds(fused) and "fused_matmul" not in kinds(kept)
-
-
-@needs_numba
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_an_activation_reading_the_biased_product_twice_joins_the_epilogue(dtype):
-    """SiLU reads its input twice, so fusion leaves the bias apart from it; the epilogue
-    takes both, the biased product a register of the longer program (float64's exp
-    runs the program apart, on NumPy's calls). A value something else reads stays."""
-    rng = np.random.default_rng(5)
-    feeds = {"x": rng.standard_normal((64, 32)).astype(dtype),
-             "w": rng.standard_normal((32, 48)).astype(dtype),
-             "b": rng.standard_normal((48,)).astype(dtype)}
-
-    def silu(x, w, b):
-        y = N.matmul(x, w) + b
-        return [y * N.sigmoid(y)]
-
-    def silu_and_more(x, w, b):
-        y = N.matmul(x, w) + b
-        return [y * N.sigmoid(y), N.exp(y)]
-    (fast, got), (_, want) = both(None, silu, feeds)
-    assert kinds(fast) == ["fused_matmul"], kinds(fast)
-    assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
-    (fast, got), (_, want) = both(None, silu_and_more, feeds)
-    assert kinds(fast).count("fused_matmul") == 1 and "fused" in kinds(fast), kinds(fast)
-    for g, w_ in zip(got, want):
-        assert_allclose(g, w_, rtol=1e-5, atol=1e-6)

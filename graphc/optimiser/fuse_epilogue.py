@@ -83,41 +83,10 @@ def _product_of(p, ctx):
     return m
 
 
-def _extend(node, program, inputs, ctx):
-    """``node``'s program appended to the epilogue of a ``fused_matmul`` input that only
-    it reads (SiLU reads its input twice, so fusion left the bias apart): the input's
-    value becomes a register of the longer program."""
-    for position, f in enumerate(inputs):
-        if (f.op.kind != "fused_matmul" or f.shape != node.shape or f.dtype != node.dtype
-                or ctx.uses(f) != sum(q is f for q in node.parents)):
-            continue
-        a, b, *before = f.parents
-        others = inputs[:position] + inputs[position + 1:]
-        roles = tuple(role(node.shape, f.op["gemm"][-1], q.shape) for q in others)
-        if None in roles or any(r == "full" and q.dtype != node.dtype
-                                for r, q in zip(roles, others)):
-            continue
-        head = list(f.op["program"])
-        count = len(before) + 1                   # the epilogue's inputs, product included
-        renumber = {k: count + j for j, k in enumerate(
-            k for k in range(len(inputs)) if k != position)}
-        moved = {"in": lambda a: ("reg", len(head) - 1) if a[1] == position
-                 else ("in", renumber[a[1]]),
-                 "acc": lambda a: a, "reg": lambda a: ("reg", a[1] + len(head))}
-        tail = [(op, tuple(moved[a[0]](a) for a in args)) for op, args in program]
-        op = Op.make("fused_matmul", **dict(f.op.params(), program=tuple(head + tail),
-                                            roles=tuple(f.op["roles"]) + roles))
-        return make(node, op, [a, b] + before + others)
-    return None
-
-
 def _fuse_epilogue(node, ctx):
     if not is_elementwise(node.op.kind) or node.dtype not in _FLOATS:
         return None
     program, inputs = _program_of(node)
-    extended = _extend(node, program, inputs, ctx)
-    if extended is not None:
-        return extended
     for position, p in enumerate(inputs):
         m = _product_of(p, ctx)
         if m is None or m.dtype != node.dtype or p.shape != node.shape \
