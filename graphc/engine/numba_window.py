@@ -91,15 +91,22 @@ def _add(dst, d, dst_step, src, s, src_step, count):
 
 # -- one work item each ----------------------------------------------------------------------
 @njit(nogil=True, cache=True)
+def _block_start(geometry, p, t):
+    """Where tap ``t``'s block of plane ``p`` starts in the columns, and how far apart
+    the taps' blocks are: ``(N, C, KH, KW, OH, OW)``, or ``(C, KH, KW, N, OH, OW)`` when
+    ``FLAT``."""
+    N, C, H, W, OH, OW, KH, KW = geometry[:8]
+    if geometry[15]:
+        return ((p % C * KH * KW + t) * N + p // C) * OH * OW, N * OH * OW
+    return (p * KH * KW + t) * OH * OW, OH * OW
+
+
+@njit(nogil=True, cache=True)
 def _im2col_row(x, cols, geometry, r):
     """Output row ``oh`` of plane ``p`` (``r = p * OH + oh``) of every tap's block."""
     N, C, H, W, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, FIRST, FLAT = geometry
     p, oh = r // OH, r % OH
-    n, c = p // C, p % C
-    if FLAT:      # (C, KH, KW, N, OH, OW)
-        base, tap_stride = (c * KH * KW * N + n) * OH * OW, N * OH * OW
-    else:         # (N, C, KH, KW, OH, OW)
-        base, tap_stride = p * KH * KW * OH * OW, OH * OW
+    base, tap_stride = _block_start(geometry, p, 0)
     base += oh * OW
     for i in range(KH):
         h = oh * SH - PT + i * DH
@@ -123,11 +130,7 @@ def _im2col_row_pairs(x, cols, geometry, r, phases):
     7x7 im2col at 2.5 GB/s)."""
     N, C, H, W, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, FIRST, FLAT = geometry
     p, oh = r // OH, r % OH
-    n, c = p // C, p % C
-    if FLAT:      # (C, KH, KW, N, OH, OW)
-        base, tap_stride = (c * KH * KW * N + n) * OH * OW, N * OH * OW
-    else:         # (N, C, KH, KW, OH, OW)
-        base, tap_stride = p * KH * KW * OH * OW, OH * OW
+    base, tap_stride = _block_start(geometry, p, 0)
     base += oh * OW
     half = (W + 1) // 2
     for i in range(KH):
@@ -160,11 +163,8 @@ def _im2col_block(x, cols, geometry, item):
     padding covers (where the flat copy read a neighbouring row's cells)."""
     N, C, H, W, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, FIRST, FLAT = geometry
     p, t = item // (KH * KW), item % (KH * KW)
-    n, c, i, j = p // C, p % C, t // KW, t % KW
-    if FLAT:      # (C, KH, KW, N, OH, OW)
-        o = ((c * KH * KW + t) * N + n) * OH * OW
-    else:         # (N, C, KH, KW, OH, OW)
-        o = (p * KH * KW + t) * OH * OW
+    i, j = t // KW, t % KW
+    o = _block_start(geometry, p, t)[0]
     r_lo, r_hi = _valid(OH, H, 1, i * DH - PT)
     q_lo, q_hi = _valid(OW, W, 1, j * DW - PL)
     if r_lo >= r_hi or q_lo >= q_hi:
@@ -298,10 +298,11 @@ def _avg_pool_backward_plane(g, counts, out, geometry, p):
 def im2col(x, cols, geometry, threaded):
     """``cols`` (flat ``(N, C*KH*KW, OH*OW)``, or ``(C*KH*KW, N*OH*OW)`` when ``FLAT``)
     from the image ``x``, zeros on the padding: a tap's whole block at once where the
-    result rows are the image's (stride 1, "same" width), else row by row."""
+    result rows are the image's (stride 1, "same" width), else row by row (each input
+    row split into its even and odd cells first for a column stride of 2)."""
     N, C, H, W, OH, OW, KH, KW, SH, SW = geometry[:10]
-    # two loops, not one over an item that branches: that dispatch cost small planes a
-    # third more (512x7x7: 80 -> 113 us)
+    # a loop per kind of work item, not one loop over an item that branches: that
+    # dispatch cost small planes a third more (512x7x7: 80 -> 113 us)
     if SH == 1 and SW == 1 and OW == W:
         items = N * C * KH * KW
         if threaded:

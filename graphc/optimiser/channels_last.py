@@ -82,18 +82,24 @@ def depthwise(node) -> bool:
 
 
 # -- upwards: the input channels last ----------------------------------------------------------
-def _operand_nhwc(p, shape, ctx, ns, inside, made):
-    """Operand ``p`` of an elementwise op of NCHW ``shape``, channels last."""
-    if p.shape == shape:
-        return _nhwc(p, ctx, ns, inside, made)
+def _broadcast_nhwc(p, ns):
+    """An operand ``p`` of an elementwise op on NCHW images, channels last: a scalar as
+    it is, a per-channel one reshaped (the same order of elements), else transposed."""
     if len(p.shape) == 0:
         return p
     if len(p.shape) < 4:          # broadcast: the missing leading axes are ones
         p = ns.reshape(p, (1,) * (4 - len(p.shape)) + tuple(p.shape))
     n, c, h, w = p.shape
-    if h == w == 1:               # per-channel: the same order of elements
+    if h == w == 1:
         return ns.reshape(p, (n, 1, 1, c))
     return ns.transpose(p, TO_NHWC)
+
+
+def _operand_nhwc(p, shape, ctx, ns, inside, made):
+    """Operand ``p`` of an elementwise op of NCHW ``shape``, channels last."""
+    if p.shape == shape:
+        return _nhwc(p, ctx, ns, inside, made)
+    return _broadcast_nhwc(p, ns)
 
 
 def _weights_transposed(w, transposed: bool, ns):
@@ -209,16 +215,8 @@ def _elementwise_down(node):
     ns = NodeNamespace(node)
     operands = []
     for p in node.parents:
-        if _transposed(p, TO_NCHW) and len(p.shape) == 4:
-            operands.append(p.parents[0])
-        elif len(p.shape) == 0:
-            operands.append(p)
-        else:
-            q = p if len(p.shape) == 4 else ns.reshape(p, (1,) * (4 - len(p.shape)) + p.shape)
-            if q.shape[2:] == (1, 1):
-                operands.append(ns.reshape(q, (q.shape[0], 1, 1, q.shape[1])))
-            else:
-                operands.append(ns.transpose(q, TO_NHWC))
+        transposed = _transposed(p, TO_NCHW) and len(p.shape) == 4
+        operands.append(p.parents[0] if transposed else _broadcast_nhwc(p, ns))
     return ns.transpose(make(node, node.op, operands), TO_NCHW)
 
 
