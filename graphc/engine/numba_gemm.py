@@ -39,6 +39,8 @@ from functools import partial
 
 import numpy as np
 
+from . import gemm_libraries
+
 _lock = threading.Lock()
 _state: dict = {}        # "functions": {dtype: (serial, parallel)}, or "problem": why not
 
@@ -46,7 +48,7 @@ _state: dict = {}        # "functions": {dtype: (serial, parallel)}, or "problem
 _SYMBOLS = (("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", ctypes.c_int64),
             ("cblas_sgemm64_", "cblas_dgemm64_", ctypes.c_int64),
             ("cblas_sgemm", "cblas_dgemm", ctypes.c_int))
-_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_NO_TRANS, _TRANS = gemm_libraries.NO_TRANS, gemm_libraries.TRANS
 #: floating-point operations below which a product runs on the calling thread alone
 #: (waking the team costs more than it saves)
 SERIAL_FLOPS = 1 << 18
@@ -118,43 +120,37 @@ def _make_functions():
 
 
 def _module_source(path: str, symbols: dict, blasint: str) -> str:
-    """A module of Numba loops over a product's blocks, calling the BLAS symbols by
+    """A module of Numba loops over a product's blocks, calling the GEMM symbols by
     name (so Numba caches their machine code on disk like every generated kernel).
     A block is a row of ``tasks``: its rows, its columns and the byte offsets of its
     A, B and C from the addresses given."""
-    lines = [
-        "# graphc: GEMM blocks on the generated kernels' threads (engine/numba_gemm.py)",
-        "from llvmlite import binding",
-        "from numba import njit, prange, types",
-        f"binding.load_library_permanently({path!r})",
-        f"_int = types.{blasint}",
-        "# this thread's BLAS calls run on this thread only while a block computes",
-        "local = types.ExternalFunction('openblas_set_num_threads_local', "
-        "types.intc(types.intc))",
-    ]
-    for dtype, symbol in symbols.items():
-        lines += [
-            f"gemm_{dtype} = types.ExternalFunction({symbol!r}, types.void(types.intc, "
-            f"types.intc, types.intc, _int, _int, _int, types.{dtype}, types.intp, _int, "
-            f"types.intp, _int, types.{dtype}, types.intp, _int))",
-            "",
-            "@njit(nogil=True, cache=True)",
-            f"def block_{dtype}(tasks, t, ta, tb, k, lda, ldb, ldc, pa, pb, pc):",
-            "    before = local(1)",
-            f"    gemm_{dtype}({_ROW_MAJOR}, ta, tb, tasks[t, 0], tasks[t, 1], k, 1.0, "
-            "pa + tasks[t, 2], lda, pb + tasks[t, 3], ldb, 0.0, pc + tasks[t, 4], ldc)",
-            "    local(before)",
-        ]
-        for name, loop, options in (("serial", "range", ""), ("parallel", "prange",
-                                                                ", parallel=True")):
-            lines += [
-                "",
-                f"@njit(nogil=True, cache=True{options})",
-                f"def {name}_{dtype}(tasks, ta, tb, k, lda, ldb, ldc, pa, pb, pc):",
-                f"    for t in {loop}(tasks.shape[0]):",
-                f"        block_{dtype}(tasks, t, ta, tb, k, lda, ldb, ldc, pa, pb, pc)",
-            ]
+    lines = ["# graphc: GEMM blocks on the generated kernels' threads (engine/numba_gemm.py)",
+             "from numba import njit, prange"]
+    lines += gemm_libraries.declarations(path, symbols, blasint)
+    for dtype in symbols:
+        lines += _block_loops(dtype, f"_{dtype}", "", [])
     return "\n".join(lines) + "\n"
+
+
+_BLOCK_ARGS = "tasks, t, ta, tb, k, lda, ldb, ldc, pa, pb, pc"
+_PLAN_ARGS = "tasks, ta, tb, k, lda, ldb, ldc, pa, pb, pc"
+
+
+def _block_loops(dtype: str, suffix: str, extra: str, after: list) -> list:
+    """Source of ``serial<suffix>`` and ``parallel<suffix>(tasks, flags..., addresses
+    <extra>)``: each computes every block of ``tasks`` (on the calling thread, or
+    spread over the thread team), then runs the lines ``after`` on it."""
+    lines = []
+    for name, loop, options in (("serial", "range", ""),
+                                ("parallel", "prange", ", parallel=True")):
+        block = f"{name}_block{suffix}"
+        lines += ["", "@njit(nogil=True, cache=True)", f"def {block}({_BLOCK_ARGS}):"]
+        lines += gemm_libraries.block_call(dtype)
+        lines += ["", f"@njit(nogil=True, cache=True{options})",
+                  f"def {name}{suffix}({_PLAN_ARGS}{extra}):",
+                  f"    for t in {loop}(tasks.shape[0]):",
+                  f"        {block}({_BLOCK_ARGS})"] + after
+    return lines
 
 
 def _functions():
@@ -343,30 +339,11 @@ def epilogue_source(program, in_dtypes, dtype: str, product: int, roles) -> str 
         "# graphc: GEMM blocks with an elementwise epilogue (engine/numba_gemm.py), "
         f"prelude {codegen.PRELUDE_DIGEST}",
         "import math", "import numpy as np",
-        "from llvmlite import binding",
-        "from numba import njit, prange, types",
-        "from graphc.engine.numba_prelude import *",
-        f"binding.load_library_permanently({path!r})",
-        f"_int = types.{blasint}",
-        "local = types.ExternalFunction('openblas_set_num_threads_local', "
-        "types.intc(types.intc))",
-        f"gemm = types.ExternalFunction({symbol!r}, types.void(types.intc, types.intc, "
-        f"types.intc, _int, _int, _int, types.{dtype}, types.intp, _int, types.intp, _int, "
-        f"types.{dtype}, types.intp, _int))",
-        "",
-        "@njit(nogil=True, cache=True)",
-        "def block(tasks, t, ta, tb, k, lda, ldb, ldc, pa, pb, pc):",
-        "    before = local(1)",
-        f"    gemm({_ROW_MAJOR}, ta, tb, tasks[t, 0], tasks[t, 1], k, 1.0, pa + tasks[t, 2], "
-        "lda, pb + tasks[t, 3], ldb, 0.0, pc + tasks[t, 4], ldc)",
-        "    local(before)", ""] + epilogue + [""]
-    for name, loop, options in (("serial", "range", ""), ("parallel", "prange",
-                                                        ", parallel=True")):
-        lines += [f"@njit(nogil=True, cache=True{options})",
-                  f"def {name}(tasks, ta, tb, k, lda, ldb, ldc, pa, pb, pc, {call}):",
-                  f"    for t in {loop}(tasks.shape[0]):",
-                  "        block(tasks, t, ta, tb, k, lda, ldb, ldc, pa, pb, pc)",
-                  f"        epilogue(tasks, t, {call})", ""]
+        "from numba import njit, prange",
+        "from graphc.engine.numba_prelude import *"]
+    lines += gemm_libraries.declarations(path, {dtype: symbol}, blasint)
+    lines += [""] + epilogue
+    lines += _block_loops(dtype, "", f", {call}", [f"        epilogue(tasks, t, {call})"])
     return "\n".join(lines)
 
 
