@@ -182,6 +182,30 @@ def test_pooling_matches_the_numpy_kernel(kind):
         assert STATS["NaN out"] or STATS["NaN window"], STATS
 
 
+@settings(max_examples=40, deadline=None)
+@given(kernel=st.tuples(st.integers(1, 5), st.integers(1, 5)), data=st.data(),
+       planes=st.integers(1, 40), hw=st.tuples(st.integers(1, 20), st.integers(1, 20)),
+       count_include_pad=st.booleans(), seed=st.integers(0, 2**32 - 1),
+       style=st.sampled_from(STYLES))
+def test_same_size_average_pooling_matches_the_numpy_kernel(kernel, data, planes, hw,
+                                                             count_include_pad, seed, style):
+    """Stride-1 windows that keep the image's size run whole planes a tap at a time
+    (numba_window._avg_pool_planes): several planes per work item (POOL_PLANE_CELLS),
+    a short last item, taps whose shift leaves the plane or wraps onto the next row."""
+    # padding summing to kernel - 1 keeps the size; each side at most kernel // 2
+    padding = tuple(data.draw(st.sampled_from([(k // 2, (k - 1) - k // 2), ((k - 1) - k // 2,
+                                                                            k // 2)]))
+                    for k in kernel)
+    x = N.var("x", (1 if planes % 2 else 2, planes // (1 if planes % 2 else 2)) + hw)
+    try:
+        node = N.avg_pool2d(x, kernel, stride=1, padding=padding,
+                            count_include_pad=count_include_pad)
+    except ShapeError:
+        assume(False)
+    assert node.shape == x.shape
+    check(node, [values(np.random.default_rng(seed), x.shape, style)])
+
+
 @settings(max_examples=30, deadline=None)
 @given(geo=geometries(pool=False), seed=st.integers(0, 2**32 - 1),
        style=st.sampled_from(STYLES), layout=st.sampled_from(["batch", "flat"]))

@@ -52,6 +52,10 @@ def _valid(out_size, size, stride, offset):
     return lo, max(lo, min(out_size, hi))
 
 
+#: cells of whole planes one work item of a stride-1 average pooling covers
+POOL_PLANE_CELLS = 2048
+
+
 # -- runs of cells: ``count`` cells from position ``d`` of ``dst`` (and ``s`` of ``src``) ------
 # Indices go through ``_at``: an unsigned index, which Numba does not test for a negative
 # value to wrap around, so LLVM vectorises these loops (a signed one keeps them scalar).
@@ -237,6 +241,49 @@ def _avg_pool_row(x, counts, out, geometry, r):
 
 
 @njit(nogil=True, cache=True)
+def _tap_masks(geometry, planes):
+    """``(KH * KW, planes * H * W)``: whether a tap's shifted cell lies in its window
+    (the same plane and row), over ``planes`` whole planes."""
+    N, C, H, W, OH, OW, KH, KW, SH, SW, PT, PL = geometry[:12]
+    size = H * W
+    masks = np.zeros((KH * KW, planes * size), np.bool_)
+    for t in range(KH * KW):
+        (r_lo, r_hi), (c_lo, c_hi) = _valid(H, H, 1, t // KW - PT), _valid(W, W, 1, t % KW - PL)
+        for r in range(r_lo, r_hi):
+            masks[t, r * W + c_lo:r * W + c_hi] = True
+        for p in range(1, planes):
+            masks[t, p * size:(p + 1) * size] = masks[t, :size]
+    return masks
+
+
+@njit(nogil=True, cache=True)
+def _avg_pool_planes(x, counts, out, geometry, item, per, masks):
+    """As :func:`_avg_pool_row`, for stride-1 windows that keep the image's size
+    (Inception's 3x3 pools), on work item ``item``'s ``per`` whole planes: each tap
+    added over them all at once, in one flat run LLVM vectorises with masked stores
+    (rows of 17 cells kept the row kernel to its loop overhead: 768x17x17 0.61 ->
+    0.12 ms; 2048x8x8 0.82 -> 0.08 ms), taps in the rows' order, so each cell sums as
+    there. A cell whose shifted read leaves its window (``masks``) is skipped."""
+    N, C, H, W, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, FIRST, FLAT = geometry
+    size, total = H * W, N * C * H * W
+    start = item * per * size
+    end = min(total, start + per * size)
+    _copy(out, start, x, start, 1, end - start)       # the full tap: the centre, unshifted
+    for t in range(KH * KW):
+        if t == FIRST:
+            continue
+        shift = (t // KW - PT) * W + t % KW - PL
+        mask = masks[t]
+        # cells whose read would leave the array are outside their windows too
+        for o in range(max(start, -shift), min(end, total - shift)):
+            if mask[_at(o - start)]:
+                out[_at(o)] += x[_at(o + shift)]
+    for plane in range(start, end, size):
+        for o in range(size):
+            out[_at(plane + o)] = out[_at(plane + o)] / counts[_at(o)]
+
+
+@njit(nogil=True, cache=True)
 def _window_span(o, stride, pad, kernel, size):
     """``(first input cell, first and end tap not on padding)`` of window ``o``."""
     start = o * stride - pad
@@ -358,7 +405,19 @@ def max_pool2d(x, out, geometry, threaded):
 def avg_pool2d(x, counts, out, geometry, threaded):
     """The sum of each window of ``x`` divided by its count (``counts``: ``(OH, OW)``, as
     :mod:`.neural_kernels` computes them)."""
-    items = geometry[0] * geometry[1] * geometry[4]
+    N, C, H, W, OH, OW, KH, KW, SH, SW = geometry[:10]
+    if SH == 1 and SW == 1 and OH == H and OW == W and geometry[14] >= 0:
+        per = max(1, POOL_PLANE_CELLS // (H * W))
+        items = -(-(N * C) // per)
+        masks = _tap_masks(geometry, per)
+        if threaded:
+            for k in prange(items):
+                _avg_pool_planes(x, counts, out, geometry, k, per, masks)
+        else:
+            for k in range(items):
+                _avg_pool_planes(x, counts, out, geometry, k, per, masks)
+        return
+    items = N * C * OH
     if threaded:
         for k in prange(items):
             _avg_pool_row(x, counts, out, geometry, k)
