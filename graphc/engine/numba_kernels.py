@@ -103,14 +103,17 @@ def initialise() -> str | None:
     the threading layer (:func:`threading_layer`) and start Numba's runtime, whose
     first LLVM compilation touches most of LLVM's code. A process pays this once,
     whatever its graphs (measured RSS: importing llvmlite and Numba ~55 MiB, the
-    runtime ~30 MiB, both mostly shared library pages); the first graph compiled
-    otherwise pays it. Returns what :func:`available` returns.
+    runtime ~30 MiB, both mostly shared library pages; oneDNN, where the GEMMs use it
+    (:mod:`.gemm_libraries`), ~50 MiB, 31 of them its relocations); the first graph
+    compiled otherwise pays it. Returns what :func:`available` returns.
 
     Example: ``numba_kernels.initialise()`` before a benchmark's baseline RSS.
     """
     problem = available()
     if problem is None:
         threading_layer()
+        from .gemm_libraries import chosen
+        chosen()            # loads oneDNN's library where the GEMM blocks will call it
         from numba.core.compiler_lock import global_compiler_lock
         from numba.core.registry import cpu_target
         from numba.core.runtime import rtsys
