@@ -204,6 +204,29 @@ def test_broadcast_bias_and_residual_in_place():
         np.testing.assert_array_equal(feeds[k], before[k])
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_kernel_in_place_reads_its_input_through_the_output(parallel):
+    # LLVM checks at run time whether two arrays overlap and runs its scalar loop where
+    # they do: an input that is the output's own memory is read through ``out``
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(48, 40)).astype(np.float32)
+    bias = rng.normal(size=(48, 1)).astype(np.float32)
+    program = Op.make("fused", program=((Op.make("add"), (("in", 0), ("in", 1))),
+                                        (Op.make("exp"), (("acc",),))),
+                      shape=x.shape, dtype=np.dtype(np.float32))
+    apart = np.empty_like(x)
+    generated_kernel(program, [x, bias], apart, parallel)()
+    in_place = x.copy()
+    run = generated_kernel(program, [in_place, bias], in_place, parallel)
+    run()
+    np.testing.assert_array_equal(in_place, apart)
+    with open(run.func.py_func.__code__.co_filename) as f:     # the kernel bound
+        assert "a0 = out[" in f.read()
+    source = numba_codegen.kernel_source(program, ["float32"] * 2, "float32", 2, (), (1,),
+                                         (), aliased=(0,))
+    assert "a0 = out[i0, i1]" in source and "a0 = x0[" not in source
+
+
 def test_updates_computed_into_their_variables():
     n = PARALLEL_MIN + 5
     w, v, g = N.var("w", (n,)), N.var("v", (n,)), N.var("g", (n,))

@@ -281,6 +281,17 @@ def _flat_base(array, shape, strides):
     return view
 
 
+def same_memory(a, b) -> bool:
+    """Whether arrays ``a`` and ``b`` are views of the same elements in the same layout
+    (a kernel computing in place).
+
+    >>> x = np.empty((2, 3)); same_memory(x, x.view()), same_memory(x, x.T), same_memory(x, x[1:])
+    (True, False, False)
+    """
+    return (a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+
+
 def generated_kernel(op, ins, out, parallel: bool):
     """A callable computing elementwise ``op`` (a fused program or one op) from the
     arrays ``ins`` into the contiguous ``out``, as one generated loop (on every core
@@ -298,9 +309,12 @@ def generated_kernel(op, ins, out, parallel: bool):
             and not args[1 + k].flags.c_contiguous and min(s) >= 0]
     for k in flat:
         args[1 + k] = _flat_base(ins[k], shape, strides[k])
+    aliased = tuple(k for k in range(len(ins)) if k not in flat and k not in scalars
+                    and same_memory(args[1 + k], args[0]))
     try:
         source = codegen.kernel_source(op, [a.dtype for a in ins], out.dtype, len(shape),
-                                       scalars, rows, [(k, strides[k][-1] == 1) for k in flat])
+                                       scalars, rows, [(k, strides[k][-1] == 1) for k in flat],
+                                       aliased)
     except NotImplementedError:
         return None
     module = _load(source)
