@@ -49,6 +49,7 @@ NOT_SAVED = {"delay": "a delay node wraps Python code, and the format never stor
              "fma": "made by the optimiser only", "fused_adagrad": "made by the optimiser only",
              "fused": "made by the optimiser only", "im2col": "made by the optimiser only",
              "fused_reduce": "made by the optimiser only",
+             "softmax": "made by the optimiser only",
              "col2im": "made by the optimiser only",
              "depthwise_conv2d_nhwc": "made by the optimiser only",
              "fused_matmul": "made by the optimiser only",

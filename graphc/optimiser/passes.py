@@ -27,6 +27,7 @@ from .fast_math import FAST_MATH
 from .fold import folding_pass
 from .fuse_epilogue import FUSE_EPILOGUE
 from .fuse_reduce import FUSE_REDUCE
+from .fuse_softmax import FUSE_SOFTMAX
 from .fusion import ADAGRAD, FMA, FUSE_ELEMENTWISE, MATMUL_TRANSPOSE
 from .invariants import InvariantError, check_invariants
 from .lowering import LOWERING, LOWERING_FOR_KERNELS
@@ -38,8 +39,8 @@ CSE = Pass("cse", merge=True, produces=frozenset(),
 
 #: pass names in pipeline order; "fold" is made per call (it needs an evaluator)
 PIPELINE = ("cse", "fold", "simplify", "drop_expansions", "fast_math", "lowering",
-            "channels_last", "matmul_transpose", "adagrad", "fma", "fuse_elementwise", "fuse_reduce",
-            "fuse_epilogue")
+            "channels_last", "matmul_transpose", "adagrad", "fma", "fuse_elementwise", "fuse_softmax",
+            "fuse_reduce", "fuse_epilogue")
 #: the passes by name, but "fold" (made per call around an evaluator)
 STATIC_PASSES = {p.name: p for p in (CSE, SIMPLIFY, EXPANSIONS, FAST_MATH, LOWERING,
                                      MATMUL_TRANSPOSE, ADAGRAD, FMA, FUSE_ELEMENTWISE)}
@@ -49,6 +50,7 @@ DEFAULT = tuple(n for n in PIPELINE if n != "fast_math")
 #: (``"device"``: a graph for the GPU, whose reductions are one ReductionKernel each)
 #: (``"generated"``: depthwise convolutions channels last, for its kernel of that layout)
 KERNEL_PASSES = {"numpy": {}, "generated": {"fuse_reduce": FUSE_REDUCE,
+                                            "fuse_softmax": FUSE_SOFTMAX,
                                             "channels_last": CHANNELS_LAST,
                                             "fuse_epilogue": FUSE_EPILOGUE},
                  "device": {"fuse_reduce": FUSE_REDUCE}}
