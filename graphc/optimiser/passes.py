@@ -39,8 +39,8 @@ CSE = Pass("cse", merge=True, produces=frozenset(),
 
 #: pass names in pipeline order; "fold" is made per call (it needs an evaluator)
 PIPELINE = ("cse", "fold", "simplify", "drop_expansions", "fast_math", "lowering",
-            "channels_last", "matmul_transpose", "adagrad", "fma", "fuse_elementwise", "fuse_softmax",
-            "fuse_reduce", "fuse_epilogue")
+            "channels_last", "matmul_transpose", "adagrad", "fma", "fuse_elementwise",
+            "fuse_softmax", "fuse_reduce", "fuse_epilogue")
 #: the passes by name, but "fold" (made per call around an evaluator)
 STATIC_PASSES = {p.name: p for p in (CSE, SIMPLIFY, EXPANSIONS, FAST_MATH, LOWERING,
                                      MATMUL_TRANSPOSE, ADAGRAD, FMA, FUSE_ELEMENTWISE)}
