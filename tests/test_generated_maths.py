@@ -156,3 +156,27 @@ def test_silu_and_softmax_match_the_numpy_engine(dtype):
     rtol = 4e-6 if dtype == "float32" else 1e-13
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=rtol, atol=np.finfo(dtype).tiny)
+
+
+def test_maxnum_ignores_nan_and_reduces_as_fmax():
+    # graphc_maxnum is C's fmax (LLVM maxnum): the other operand where one is NaN, so a
+    # reduction with it vectorises; the softmax kernel's row shift relies on that
+    from numba import njit
+
+    from graphc.engine.numba_prelude import graphc_maxnum
+
+    @njit
+    def row_max(x):
+        m = x.dtype.type(-np.inf)
+        for j in range(x.shape[0]):
+            m = graphc_maxnum(m, x[j])
+        return m
+
+    rng = np.random.default_rng(4)
+    for dtype in (np.float32, np.float64):
+        x = rng.standard_normal(1000).astype(dtype)
+        assert row_max(x) == x.max()
+        x[[0, 17, 999]] = np.nan
+        assert row_max(x) == np.nanmax(x)
+        assert row_max(np.full(5, np.nan, dtype)) == -np.inf    # nothing but NaN: the start
+        assert row_max(np.array([-np.inf, 2.0, np.inf], dtype)) == np.inf

@@ -92,7 +92,8 @@ def softmax_source(dtype, in_place: bool = False) -> str:
                   f"        row = {'out' if in_place else 'x'}[r]",
                   "        dst = out[r]",
                   # from -inf over the whole row: a trip count of n, not n - 1, leaves
-                  # the vector loop no long scalar remainder (rows of 256: 3.6x faster)
+                  # the vector loop no long scalar remainder (4096 rows of 256, one
+                  # thread: 1.0 -> 0.7 ns a cell for the whole softmax)
                   f"        m = {spelled}(-np.inf)",
                   "        for j in range(n):",
                   "            m = graphc_maxnum(m, row[j])",
