@@ -161,17 +161,7 @@ def test_silu_and_softmax_match_the_numpy_engine(dtype):
 def test_maxnum_ignores_nan_and_reduces_as_fmax():
     # graphc_maxnum is C's fmax (LLVM maxnum): the other operand where one is NaN, so a
     # reduction with it vectorises; the softmax kernel's row shift relies on that
-    from numba import njit
-
-    from graphc.engine.numba_prelude import graphc_maxnum
-
-    @njit
-    def row_max(x):
-        m = x.dtype.type(-np.inf)
-        for j in range(x.shape[0]):
-            m = graphc_maxnum(m, x[j])
-        return m
-
+    row_max = _row_max()
     rng = np.random.default_rng(4)
     for dtype in (np.float32, np.float64):
         x = rng.standard_normal(1000).astype(dtype)
@@ -180,3 +170,24 @@ def test_maxnum_ignores_nan_and_reduces_as_fmax():
         assert row_max(x) == np.nanmax(x)
         assert row_max(np.full(5, np.nan, dtype)) == -np.inf    # nothing but NaN: the start
         assert row_max(np.array([-np.inf, 2.0, np.inf], dtype)) == np.inf
+
+
+_ROW_MAX = []
+
+
+def _row_max():
+    """A jitted row maximum through graphc_maxnum, made once and kept for the process
+    (a dispatcher dropped after a test leaves dead weak proxies in Numba's caches)."""
+    if not _ROW_MAX:
+        from numba import njit
+
+        from graphc.engine.numba_prelude import graphc_maxnum
+
+        @njit
+        def row_max(x):
+            m = x.dtype.type(-np.inf)
+            for j in range(x.shape[0]):
+                m = graphc_maxnum(m, x[j])
+            return m
+        _ROW_MAX.append(row_max)
+    return _ROW_MAX[0]
