@@ -18,7 +18,7 @@ import graphc.ndarray as N
 from graphc.engine.cpu_kernels import GENERATED_KERNELS, KERNELS
 from graphc.engine.numba_kernels import available
 from graphc.ops.channels_last import NAME
-from graphc.optimiser.channels_last import MIN_CHANNELS
+from graphc.optimiser.channels_last import MIN_CHANNELS, MIN_CHANNELS_VECTOR
 from graphc.type import Op
 from graphc.type.errors import DTypeError, ShapeError
 
@@ -236,19 +236,45 @@ def test_squeeze_and_excite_passes_the_transposes_on():
     assert_allclose(fast.run(**given)[0], plain.run(**given)[0], rtol=2e-5, atol=2e-6)
 
 
-@needs_numba
-@pytest.mark.parametrize("channels,converted", [(MIN_CHANNELS - 1, False), (MIN_CHANNELS, True)])
-def test_only_wide_depthwise_convolutions_go_channels_last(channels, converted):
-    rng = np.random.default_rng(4)
-    arrays = [rng.standard_normal((1, channels, 5, 5)).astype(np.float32),
-              rng.standard_normal((channels, 1, 3, 3)).astype(np.float32)]
+WIDTHS = [  # dtype, window, channels, the image's producer, converted
+    (np.float32, 3, MIN_CHANNELS_VECTOR[3, 3] - 1, "pointwise", False),
+    (np.float32, 3, MIN_CHANNELS_VECTOR[3, 3], "pointwise", True),
+    (np.float32, 5, MIN_CHANNELS_VECTOR[5, 5], "pointwise", True),
+    (np.float32, 3, MIN_CHANNELS_VECTOR[3, 3], "input", False),     # would transpose it
+    (np.float32, 3, MIN_CHANNELS_VECTOR[3, 3], "shared", False),    # another reader
+    (np.float32, 7, MIN_CHANNELS - 1, "pointwise", False),
+    (np.float32, 7, MIN_CHANNELS, "input", True), (np.float32, 3, MIN_CHANNELS, "shared", True),
+    (np.float64, 3, MIN_CHANNELS - 1, "pointwise", False),
+    (np.float64, 3, MIN_CHANNELS, "input", True)]
 
-    def fn(M, x, w):
-        return M.conv2d(x, w, padding=1, groups=channels)
+
+@needs_numba
+@pytest.mark.parametrize("dtype,kernel,channels,producer,converted", WIDTHS)
+def test_only_wide_depthwise_convolutions_go_channels_last(dtype, kernel, channels, producer,
+                                                         converted):
+    """From :data:`MIN_CHANNELS` channels always; from :data:`MIN_CHANNELS_VECTOR` (float32
+    windows with a vector kernel) where a 1x1 convolution read by nothing else can write
+    the image channels last."""
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal((1, 8, 5, 5)).astype(dtype),
+              rng.standard_normal((channels, 8, 1, 1)).astype(dtype) * 0.3,
+              rng.standard_normal((channels, 1, kernel, kernel)).astype(dtype)]
+
+    def fn(M, x, w1, w):
+        image = x if producer == "input" else M.relu(M.conv2d(x, w1))
+        if producer == "input":      # the same channels straight from the user's image
+            image = M.concatenate([x] * (channels // 8) + [x[:, :channels % 8]], axis=1)
+        y = M.conv2d(image, w, padding=kernel // 2, groups=channels)
+        return M.add(y, image) if producer == "shared" else y
     fast, plain, given = compile_both(fn, arrays)
     assert ("depthwise_conv2d_nhwc" in _steps(fast)) == converted
     # the user's image and the result are NCHW: a transpose each way where converted
     assert_allclose(fast.run(**given)[0], plain.run(**given)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_the_vector_windows_are_the_engines():
+    from graphc.engine.numba_depthwise_vectors import WINDOWS
+    assert set(MIN_CHANNELS_VECTOR) == WINDOWS
 
 
 @needs_numba

@@ -80,10 +80,11 @@ def _kernel(op, ins, out, ctx):
 
 
 def _generated(op, ins, out, ctx, parallel: bool):
-    """:mod:`graphc.engine.numba_channels_last`'s kernel bound to the node's arrays (rows
-    split across the cores when ``parallel`` and the node is large), or ``None`` where
-    the NumPy kernel serves: a dtype other than float32/float64, arrays that are not
-    C-contiguous or are empty, no Numba."""
+    """:mod:`graphc.engine.numba_channels_last`'s kernel bound to the node's arrays (or,
+    float32 with a 3x3 or 5x5 window, :mod:`graphc.engine.numba_depthwise_vectors`'s: the
+    same bits), rows split across the cores when ``parallel`` and the node is large, or
+    ``None`` where the NumPy kernel serves: a dtype other than float32/float64, arrays
+    that are not C-contiguous or are empty, no Numba."""
     from ..engine.numba_kernels import available, load_compiled, threading_layer
     from ..engine.strategy import PARALLEL_MIN
     arrays = list(ins) + [out]
@@ -91,18 +92,29 @@ def _generated(op, ins, out, ctx, parallel: bool):
             or not all(a.flags.c_contiguous for a in arrays)
             or any(a.size == 0 for a in arrays) or available() is not None):
         return None
-    threaded = (parallel and max(a.size for a in arrays) >= PARALLEL_MIN
+    # by the work too: a 5x5 window over 7x7x576 is 28k results but 0.7M products,
+    # which take 41 us on one core and 25 on two
+    work = max(max(a.size for a in arrays), out.size * ins[1].shape[0] * ins[1].shape[1] // 16)
+    threaded = (parallel and work >= PARALLEL_MIN
                 and bool(threading_layer()))     # before compiling parallel code
     import numba
 
     from ..engine.numba_channels_last import depthwise_nhwc
+    from ..engine.numba_depthwise_vectors import kernel as vector_kernel
     chunks = min(numba.get_num_threads(), out.shape[0] * out.shape[1]) if threaded else 1
     x, w = (a.view() for a in ins)
     for a in (x, w):       # one Numba type for constants and computed values alike
         a.flags.writeable = False
-    args = (x, w, out, geometry(op, x.shape, out.shape), out.dtype.type(0), max(chunks, 1))
-    load_compiled(depthwise_nhwc, tuple(numba.typeof(a) for a in args))   # now, not in a run
-    return partial(depthwise_nhwc, *args)
+    shape = geometry(op, x.shape, out.shape)
+    # float32 windows with a kernel of their own hold their taps in vector registers
+    function = vector_kernel(*w.shape[:2]) if out.dtype == np.float32 else None
+    if function is not None:
+        args = (x, w, out, shape, max(chunks, 1))
+    else:
+        function = depthwise_nhwc
+        args = (x, w, out, shape, out.dtype.type(0), max(chunks, 1))
+    load_compiled(function, tuple(numba.typeof(a) for a in args))   # now, not in a run
+    return partial(function, *args)
 
 
 def geometry(op, x_shape, out_shape) -> tuple:

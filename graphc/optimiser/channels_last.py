@@ -52,6 +52,12 @@ from .rewriter import Pass
 #: at 112x112 took 600 us channels last, 110 us in NCHW planes; 72 at 56x56 with
 #: stride 2, 42 against 125 us)
 MIN_CHANNELS = 64
+#: the fewest channels for float32 windows whose kernel holds its taps in vector
+#: registers (:mod:`graphc.engine.numba_depthwise_vectors`, whose ``WINDOWS`` these
+#: are): from 24 channels those beat the NCHW kernels (mnasnet0_5's 48 channels at
+#: 56x56, 3x3: 38 against 55 us; 5x5 with stride 2: 34 against 72; 16 at 112x112 did
+#: not pay, 64 against 54)
+MIN_CHANNELS_VECTOR = {(3, 3): 24, (5, 5): 24}
 #: the axes of a transpose from NCHW to channels last, and back
 TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
 _DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
@@ -64,7 +70,8 @@ def _transposed(node, axes) -> bool:
 
 def depthwise(node) -> bool:
     """Whether ``node`` is a ``conv2d`` this pass runs channels last: one input and one
-    output channel per group, at least :data:`MIN_CHANNELS` of them, float32/float64.
+    output channel per group, float32/float64, at least :data:`MIN_CHANNELS` of them
+    (:data:`MIN_CHANNELS_VECTOR` for float32 windows in that table).
 
     >>> import graphc.ndarray as N
     >>> x = N.var("x", (1, 64, 8, 8))
@@ -77,8 +84,20 @@ def depthwise(node) -> bool:
         return False
     x, w = node.parents
     channels = x.shape[1]
-    return (len(x.shape) == 4 and node.op["groups"] == channels >= MIN_CHANNELS
-            and w.shape[:2] == (channels, 1))
+    if len(x.shape) != 4 or node.op["groups"] != channels or w.shape[:2] != (channels, 1):
+        return False
+    fewest = MIN_CHANNELS
+    if node.dtype == np.float32:
+        fewest = MIN_CHANNELS_VECTOR.get(tuple(w.shape[2:]), MIN_CHANNELS)
+    return channels >= fewest
+
+
+def _wide(node) -> bool:
+    """Whether the depthwise ``node`` has :data:`MIN_CHANNELS` channels, so pays for a
+    transpose of its input; a narrower one runs channels last only where its input
+    comes so at no cost (:func:`_free_nhwc`: ghostnet's, which the next concatenation
+    also reads, took 0.7 ms more in transposes than its kernels saved)."""
+    return node.parents[0].shape[1] >= MIN_CHANNELS
 
 
 # -- upwards: the input channels last ----------------------------------------------------------
@@ -114,14 +133,24 @@ def _weights_transposed(w, transposed: bool, ns):
     return w, True
 
 
-def _gemm_nhwc(x, ctx, ns):
-    """``x`` = ``reshape(A @ B, (N, C, H, W))`` channels last, ``reshape(B^T @ A^T, (N, H,
-    W, C))``, where the product is used only there; else ``None``."""
+def _image_product(x, ctx):
+    """The product ``A @ B`` where ``x`` is ``reshape(A @ B, (N, C, H, W))`` and nothing
+    else reads it, else ``None``."""
     m = x.parents[0]
     n, c, h, w = x.shape
     if (m.op.kind != "matmul" or ctx.uses(m) != 1 or len(m.shape) not in (2, 3)
             or tuple(m.shape[-2:]) != (c, h * w) or math.prod(m.shape[:-2]) != n):
         return None
+    return m
+
+
+def _gemm_nhwc(x, ctx, ns):
+    """``x`` = ``reshape(A @ B, (N, C, H, W))`` channels last, ``reshape(B^T @ A^T, (N, H,
+    W, C))``, where the product is used only there; else ``None``."""
+    m = _image_product(x, ctx)
+    if m is None:
+        return None
+    n, c, h, w = x.shape
     a, b = m.parents
     attrs = m.op.params()
     weights, flag = _weights_transposed(a, attrs.get("trans_a", False), ns)
@@ -166,6 +195,21 @@ def _inside(x, ctx) -> set:
             inside.add(id(node))
             stack.extend(p for p in node.parents if p.shape == node.shape)
     return inside
+
+
+def _free_nhwc(x, ctx, inside=None) -> bool:
+    """Whether :func:`_nhwc` makes ``x`` channels last with no transpose of an image:
+    ``x`` is one already, or its producers (a GEMM's output, through elementwise ops
+    only the convolution needs) can write it channels last."""
+    inside = _inside(x, ctx) if inside is None else inside
+    if _transposed(x, TO_NCHW):
+        return True
+    if id(x) in inside:
+        return all(_free_nhwc(p, ctx, inside) for p in x.parents if p.shape == x.shape)
+    if is_leaf(x.op.kind) or ctx.uses(x) != 1:
+        return False
+    return ((x.op.kind == "reshape" and _image_product(x, ctx) is not None)
+            or (x.op.kind == "conv2d" and _pointwise(x)))
 
 
 def _nhwc(x, ctx, ns, inside=None, made=None):
@@ -304,7 +348,9 @@ def _reduction_down(node):
 def _rewrite(node, ctx):
     kind = node.op.kind
     if kind == "conv2d":
-        return _convert(node, ctx) if depthwise(node) else _pointwise_down(node)
+        if depthwise(node) and (_wide(node) or _free_nhwc(node.parents[0], ctx)):
+            return _convert(node, ctx)
+        return _pointwise_down(node)
     if kind == "reshape":
         made = _reshape_down(node)
         return made if made is not None else _product_down(node, ctx)
@@ -320,4 +366,4 @@ CHANNELS_LAST = Pass(
     doc="depthwise conv2d -> channels last, the transposes around it absorbed by the "
         "GEMMs and elementwise ops next to it")
 
-__all__ = ["CHANNELS_LAST", "MIN_CHANNELS", "depthwise"]
+__all__ = ["CHANNELS_LAST", "MIN_CHANNELS", "MIN_CHANNELS_VECTOR", "depthwise"]
