@@ -33,7 +33,8 @@ def test_bad_choice_names_the_variable_and_the_choices(monkeypatch):
 
 @pytest.mark.parametrize("value, want", [("openblas", "openblas"), ("OpenBLAS ", "openblas"),
                                          ("onednn", "onednn" if ONEDNN else "openblas"),
-                                         ("", "onednn" if ONEDNN else "openblas")])
+                                         ("", "onednn" if ONEDNN else "openblas"),
+                                         ("shallow", "onednn" if ONEDNN else "openblas")])
 def test_choice(monkeypatch, value, want):
     monkeypatch.setenv("GRAPHC_GEMM", value)
     assert gemm_libraries.chosen() == want
@@ -54,6 +55,19 @@ def test_block_source_calls_the_chosen_library_on_one_thread(monkeypatch, librar
         assert "omp_set(threads)" in single
     else:
         assert "gemm_float32(" in single and "onednn" not in single
+    assert "shallow_block" not in single + double      # the library for every block
+
+
+@pytest.mark.parametrize("value", ["", "shallow"])
+def test_shallow_float32_blocks_skip_the_library(monkeypatch, value):
+    from graphc.engine.numba_shallow_gemm import DIGEST, SHALLOW_DEPTH
+    monkeypatch.setenv("GRAPHC_GEMM", value)
+    single = "\n".join(gemm_libraries.block_call("float32"))
+    double = "\n".join(gemm_libraries.block_call("float64"))
+    assert f"k <= {SHALLOW_DEPTH}:" in single and "shallow_block(tasks, t," in single
+    assert "shallow_block" not in double
+    source = numba_gemm._module_source("libx.so", {"float32": "s", "float64": "d"}, "int64")
+    assert f"import shallow_block  # {DIGEST}" in source
 
 
 @pytest.mark.skipif(not ONEDNN, reason=gemm_libraries.onednn_library())
@@ -80,11 +94,11 @@ for a_shape, b_shape, ta, tb in cases:
         assert kernel is not None, (a_shape, b_shape)
         kernel()
         assert np.array_equal(out, np.matmul(a, b)), (a_shape, b_shape, dtype)
-print(gemm_libraries.chosen())
+print(gemm_libraries.chosen(), gemm_libraries.shallow_wanted())
 """
 
 
-@pytest.mark.parametrize("library", ["openblas", "onednn"])
+@pytest.mark.parametrize("library", ["openblas", "onednn", "shallow"])
 def test_products_equal_numpy_with_each_library(library):
     """In a fresh process, since the generated module is made once per process."""
     if library == "onednn" and not ONEDNN:
@@ -93,7 +107,9 @@ def test_products_equal_numpy_with_each_library(library):
     done = subprocess.run([sys.executable, "-c", _PRODUCTS], env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split()[-1] == library
+    chosen, shallow = done.stdout.split()[-2:]
+    assert shallow == str(library == "shallow")
+    assert chosen == ("onednn" if ONEDNN else "openblas") if library == "shallow" else library
 
 
 def test_epilogue_product_equals_numpy():

@@ -62,8 +62,9 @@ def chosen() -> str:
     True
     """
     wanted = os.environ.get("GRAPHC_GEMM", "").strip().lower()
-    if wanted not in ("",) + LIBRARIES:
-        raise ValueError(f"GRAPHC_GEMM={wanted!r}: expected one of {', '.join(LIBRARIES)}")
+    if wanted not in ("", "shallow") + LIBRARIES:
+        raise ValueError(f"GRAPHC_GEMM={wanted!r}: expected one of shallow, "
+                         f"{', '.join(LIBRARIES)}")
     if wanted == "openblas" or onednn_library().startswith("no "):
         return "openblas"
     return "onednn"
@@ -85,6 +86,9 @@ def declarations(blas_path: str, symbols: dict, blasint: str) -> list:
             f"gemm_{dtype} = types.ExternalFunction({symbol!r}, types.void(types.intc, "
             f"types.intc, types.intc, _int, _int, _int, types.{dtype}, types.intp, _int, "
             f"types.intp, _int, types.{dtype}, types.intp, _int))")
+    if "float32" in symbols and shallow_wanted():
+        from .numba_shallow_gemm import DIGEST
+        lines += [f"from graphc.engine.numba_shallow_gemm import shallow_block  # {DIGEST}"]
     if chosen() == "onednn" and "float32" in symbols:
         lines += [f"binding.load_library_permanently({onednn_library()!r})",
                   "omp_get = types.ExternalFunction('omp_get_max_threads', types.intc())",
@@ -112,4 +116,21 @@ def block_call(dtype: str, indent: str = "    ") -> list:
     else:
         lines = ["before = local(1)", f"gemm_{dtype}({ROW_MAJOR}, ta, tb, {operands})",
                  "local(before)"]
+    if dtype == "float32" and shallow_wanted():
+        from .numba_shallow_gemm import SHALLOW_DEPTH
+        lines = [f"if tb == {NO_TRANS} and k <= {SHALLOW_DEPTH}:",
+                 "    shallow_block(tasks, t, ta, k, lda, ldb, ldc, pa, pb, pc)",
+                 "else:"] + ["    " + line for line in lines]
     return [indent + line for line in lines]
+
+
+def shallow_wanted() -> bool:
+    """Whether float32 blocks of depth up to :data:`.numba_shallow_gemm.SHALLOW_DEPTH`
+    run :mod:`.numba_shallow_gemm`'s generated block (``$GRAPHC_GEMM`` unset or
+    ``shallow``) rather than the library's GEMM (``openblas``, ``onednn``: that
+    library for every block).
+
+    >>> isinstance(shallow_wanted(), bool)
+    True
+    """
+    return os.environ.get("GRAPHC_GEMM", "").strip().lower() in ("", "shallow")

@@ -110,6 +110,9 @@ DIALECT = Dialect("numba_codegen", NUMBA_EXPRESSIONS, NUMBA_TYPES, "{T}({x})", l
 #: module's text only, so an edited helper must change the text of its callers
 PRELUDE_DIGEST = hashlib.sha1(
     (pathlib.Path(__file__).with_name("numba_prelude.py")).read_bytes()).hexdigest()[:12]
+#: the same for :mod:`.numba_vectors`, in the kernels built on its vector values
+VECTORS_DIGEST = hashlib.sha1(
+    (pathlib.Path(__file__).with_name("numba_vectors.py")).read_bytes()).hexdigest()[:12]
 
 
 def vectorises(lines) -> bool:

@@ -19,17 +19,13 @@ Measured on two cores (Zen 4), against :mod:`.numba_channels_last`: 28x28x80 5x5
 """
 from __future__ import annotations
 
-import hashlib
-import os
+from .numba_codegen import VECTORS_DIGEST
 
 #: window sizes with a kernel of their own: the depthwise layers of mobile networks. A
 #: 7x7 window's 49 weight vectors do not fit AVX-512's 32 registers; spilled, they ran
 #: no faster than :mod:`.numba_channels_last`'s kernel (14x14x384: 185 against 134 us).
 WINDOWS = frozenset({(3, 3), (5, 5)})
 
-_VECTORS_DIGEST = hashlib.sha1(open(os.path.join(os.path.dirname(__file__),
-                                                 "numba_vectors.py"), "rb").read()
-                               ).hexdigest()[:12]
 #: (lanes, load, zero, store) of each block width; 1: scalars, for the channels left
 _WIDTHS = ((16, "load16", "zero16()", "store16({t}, {at}, acc)"),
            (8, "load8", "zero8()", "store8({t}, {at}, acc)"),
@@ -95,7 +91,7 @@ def source(kh: int, kw: int) -> str:
     rows = ", ".join(f"r{i}" for i in range(kh))
     oks = ", ".join(f"ok{i}" for i in range(kh))
     lines = [f"# graphc generated channels-last depthwise convolution, {kh}x{kw} taps, "
-             f"vectors {_VECTORS_DIGEST}",
+             f"vectors {VECTORS_DIGEST}",
              "import numpy as np",
              "from numba import njit, prange",
              "from graphc.engine.numba_vectors import *", ""]

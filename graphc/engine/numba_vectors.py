@@ -26,10 +26,12 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
 __all__ = ["F32Vector", "f32x16", "f32x8", "load16", "store16", "zero16", "load8", "store8",
-           "zero8", "muladd"]
+           "zero8", "muladd", "fmadd", "load16a", "load8a", "store16a", "store8a",
+           "splat16a", "splat8a", "load1a", "store1a"]
 
 
 class F32Vector(types.Type):
@@ -114,3 +116,120 @@ def muladd(typingctx, acc, a, b):
 load16, store16, zero16 = _load(f32x16), _store(f32x16), _zero(f32x16)
 load8, store8, zero8 = _load(f32x8), _store(f32x8), _zero(f32x8)
 
+
+
+# -- the same through raw addresses (the GEMM blocks of :mod:`.numba_gemm` hold addresses) ---
+def _at(builder, address, index):
+    """A float32 pointer ``index`` elements past the integer ``address``."""
+    base = builder.inttoptr(address, ir.FloatType().as_pointer())
+    return builder.gep(base, [index])
+
+
+def _vector_pointer(builder, address, index, lanes):
+    return builder.bitcast(_at(builder, address, index),
+                           ir.VectorType(ir.FloatType(), lanes).as_pointer())
+
+
+def _integers(*values) -> bool:
+    return all(isinstance(v, types.Integer) for v in values)
+
+
+def _load_address(vector):
+    def load(typingctx, address, index):
+        if not _integers(address, index):
+            return None
+
+        def codegen(context, builder, sig, args):
+            address, index = (context.cast(builder, v, t, types.intp)
+                              for v, t in zip(args, sig.args))
+            return builder.load(_vector_pointer(builder, address, index, vector.lanes),
+                                align=4)
+        return vector(address, index), codegen
+    load.__doc__ = f"``{vector.lanes}`` float32 from element ``index`` past ``address``."
+    return intrinsic(load)
+
+
+def _store_address(vector):
+    def store(typingctx, address, index, value):
+        if not (_integers(address, index) and value == vector):
+            return None
+
+        def codegen(context, builder, sig, args):
+            address, index = (context.cast(builder, v, t, types.intp)
+                              for v, t in zip(args[:2], sig.args[:2]))
+            builder.store(args[2], _vector_pointer(builder, address, index, vector.lanes),
+                          align=4)
+            return context.get_dummy_value()
+        return types.none(address, index, value), codegen
+    store.__doc__ = f"Write ``value``'s {vector.lanes} lanes from element ``index`` past " \
+                    "``address``."
+    return intrinsic(store)
+
+
+def _splat_address(vector):
+    def splat(typingctx, address, index):
+        if not _integers(address, index):
+            return None
+
+        def codegen(context, builder, sig, args):
+            address, index = (context.cast(builder, v, t, types.intp)
+                              for v, t in zip(args, sig.args))
+            value = builder.load(_at(builder, address, index), align=4)
+            vty = ir.VectorType(ir.FloatType(), vector.lanes)
+            one = builder.insert_element(ir.Constant(vty, ir.Undefined), value,
+                                         ir.Constant(ir.IntType(32), 0))
+            return builder.shuffle_vector(one, ir.Constant(vty, ir.Undefined),
+                                          ir.Constant(ir.VectorType(ir.IntType(32),
+                                                                    vector.lanes), None))
+        return vector(address, index), codegen
+    splat.__doc__ = (f"The float32 at element ``index`` past ``address`` in all "
+                     f"{vector.lanes} lanes.")
+    return intrinsic(splat)
+
+
+@intrinsic
+def fmadd(typingctx, a, b, acc):
+    """``a * b + acc`` lane by lane, fused into one rounding where the machine has FMA
+    (LLVM's ``fmuladd``): for sums whose order is not a contract, as BLAS's."""
+    if not (isinstance(acc, F32Vector) and acc == a == b):
+        return None
+
+    def codegen(context, builder, sig, args):
+        lanes = sig.args[0].lanes
+        vty = ir.VectorType(ir.FloatType(), lanes)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty] * 3),
+                                            f"llvm.fmuladd.v{lanes}f32")
+        return builder.call(fn, list(args))
+    return acc(a, b, acc), codegen
+
+
+load16a, load8a = _load_address(f32x16), _load_address(f32x8)
+store16a, store8a = _store_address(f32x16), _store_address(f32x8)
+splat16a, splat8a = _splat_address(f32x16), _splat_address(f32x8)
+
+
+@intrinsic
+def load1a(typingctx, address, index):
+    """The float32 at element ``index`` past ``address``."""
+    if not _integers(address, index):
+        return None
+
+    def codegen(context, builder, sig, args):
+        address, index = (context.cast(builder, v, t, types.intp)
+                          for v, t in zip(args, sig.args))
+        return builder.load(_at(builder, address, index), align=4)
+    return types.float32(address, index), codegen
+
+
+@intrinsic
+def store1a(typingctx, address, index, value):
+    """Write the float32 ``value`` at element ``index`` past ``address``."""
+    if not (_integers(address, index) and value == types.float32):
+        return None
+
+    def codegen(context, builder, sig, args):
+        address, index = (context.cast(builder, v, t, types.intp)
+                          for v, t in zip(args[:2], sig.args[:2]))
+        builder.store(args[2], _at(builder, address, index), align=4)
+        return context.get_dummy_value()
+    return types.none(address, index, value), codegen
