@@ -152,3 +152,70 @@ def test_a_reduction_of_meeting_branches(kernels):
         np.testing.assert_allclose(got, want, rtol=1e-5)
     else:
         np.testing.assert_array_equal(got, want)
+
+
+def _bias_then(activation, x, bias):
+    y = x + bias
+    if activation == "hardswish":
+        return y * N.clip(y * (1 / 6) + 0.5, 0.0, 1.0)
+    return y * N.sigmoid(y)
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("activation", ["hardswish", "silu"])
+def test_a_bias_joins_the_activation_that_reads_it_twice(kernels, activation):
+    """``y = x + b`` read twice by ``y * f(y)``: one program, ``y`` its first register
+    (no pass of its own), the values the unoptimised graph's: bit for bit, but for the
+    generated sigmoid's own rounding (within 8 ulp, :mod:`graphc.engine.vector_sigmoid`)."""
+    rng = np.random.default_rng(3)
+    image = rng.standard_normal((2, 7, 7, 64)).astype(np.float32)
+    bias = rng.standard_normal((1, 1, 1, 64)).astype(np.float32)
+    x = N.var("x", image.shape, np.float32)
+    b = N.var("b", bias.shape, np.float32)
+    exe = graphc.compile([x, b], _bias_then(activation, x, b), kernels=kernels, check=True)
+    (node,) = fused_nodes(exe)
+    program = node.op["program"]
+    assert program[0][0].kind == "add" and 0 in registers(program)
+    assert len([s for s in exe.liveness.steps if s.op.kind != "fused"]) == 0
+    plain = graphc.compile([x, b], _bias_then(activation, x, b), optimise=False)
+    exact = kernels == "numpy" or activation == "hardswish"
+    for _ in range(2):
+        got, want = exe.run(x=image, b=bias)[0], plain.run(x=image, b=bias)[0]
+        if exact:
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=10 * 2.0 ** -23, atol=1e-30)
+
+
+def test_a_value_read_outside_the_program_stays_its_own_node():
+    rng = np.random.default_rng(4)
+    image = rng.standard_normal((2, 7, 7, 64)).astype(np.float32)
+    x = N.var("x", image.shape, np.float32)
+    y = x + 1.0
+    exe = graphc.compile([x], [y * N.sigmoid(y), y], kernels="numpy", check=True)
+    assert any(s.op.kind == "add" for s in exe.liveness.steps)
+    got = exe.run(x=image)
+    np.testing.assert_array_equal(got[1], image + np.float32(1))
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_a_reduction_of_a_program_with_registers(kernels):
+    """The generated fused reduction once named its loop bounds ``r0, r1``, as the
+    program names its registers: a register then changed the next row's bound."""
+    rng = np.random.default_rng(5)
+    image = rng.standard_normal((2, 40, 8, 8)).astype(np.float32)
+    bias = rng.standard_normal((40, 1, 1)).astype(np.float32)
+    other = rng.standard_normal((2, 40, 8, 8)).astype(np.float32)
+    x, b, z = (N.var(n, a.shape, np.float32) for n, a in
+               (("x", image), ("b", bias), ("z", other)))
+    y = x + b
+    outputs = [N.mean(y * N.sigmoid(y), axis=(2, 3), keepdims=True),
+               N.sum(N.exp(x * 0.1) * N.abs(z), axis=(1, 3))]
+    exe = graphc.compile([x, b, z], outputs, kernels=kernels, check=True)
+    if kernels == "generated":
+        reductions = [s for s in exe.liveness.steps if s.op.kind == "fused_reduce"]
+        assert len(reductions) == 2 and all(registers(s.op["program"]) for s in reductions)
+    plain = graphc.compile([x, b, z], outputs, optimise=False)
+    feeds = dict(x=image, b=bias, z=other)
+    for got, want in zip(exe.run(**feeds), plain.run(**feeds)):
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)

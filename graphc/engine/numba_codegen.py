@@ -274,7 +274,8 @@ def reduce_kernel_body(op, in_dtypes, dtype, reduce, roles: str, spans,
     args = ", ".join(["out", "sizes", "divisor"] + [f"x{k}" for k in range(len(in_dtypes))])
     lines = [f"def {'parallel' if parallel else 'serial'}({args}):"]
     lines += [f"    a{k} = x{k}[0]" for k, span in enumerate(spans) if span is None]
-    lines += [f"    r{d} = sizes[{d}]" for d in range(reduced)]
+    # ``size<d>``, not ``r<d>``: the program's registers are ``r<k>``
+    lines += [f"    size{d} = sizes[{d}]" for d in range(reduced)]
     if kept:
         # every output element is one thread's: its reduction runs whole, in order
         sizes = [f"k{d}" for d in range(kept)]
@@ -290,7 +291,7 @@ def reduce_kernel_body(op, in_dtypes, dtype, reduce, roles: str, spans,
     # reduction of ``total``); a whole-array maximum or minimum runs on one thread
     outer = "prange" if parallel and not kept else "range"
     for d in range(reduced):
-        lines.append(f"{pad}{'    ' * d}for j{d} in {outer if d == 0 else 'range'}(r{d}):")
+        lines.append(f"{pad}{'    ' * d}for j{d} in {outer if d == 0 else 'range'}(size{d}):")
     inner = pad + "    " * reduced
     for k, span in enumerate(spans):
         if span is not None:
@@ -331,12 +332,12 @@ def reduce_kernel_source(op, in_dtypes, dtype, reduce, roles: str, spans) -> str
     >>> body = reduce_kernel_body(Op.make("exp"), ["float32"], "float32", "sum", "kr",
     ...                           [(True, True)], parallel=False)
     >>> print("\\n".join(body[1:]))
-        r0 = sizes[0]
+        size0 = sizes[0]
         k0, = out.shape
         for o in range(k0):
             i0 = o
             total = 0.0
-            for j0 in range(r0):
+            for j0 in range(size0):
                 a0 = x0[i0, j0]
                 acc = graphc_exp_f32(a0)
                 total += acc

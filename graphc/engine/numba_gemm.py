@@ -319,17 +319,17 @@ def epilogue_source(program, in_dtypes, dtype: str, product: int, roles) -> str 
     args = ", ".join(f"x{k}" for k in others)
     epilogue = ["@njit(nogil=True, cache=True, error_model='numpy')",
                 f"def epilogue(tasks, t, out{', ' if args else ''}{args}):",
-                "    rows, cols, r0, c0 = tasks[t, 0], tasks[t, 1], tasks[t, 5], tasks[t, 6]"]
+                "    rows, cols, row0, col0 = tasks[t, 0], tasks[t, 1], tasks[t, 5], tasks[t, 6]"]
     epilogue += [f"    a{k} = x{k}[0]" for k, r in zip(others, roles) if r == "scalar"]
-    epilogue += ["    for i in range(r0, r0 + rows):",
-                 "        o = out[i, c0:c0 + cols]"]
+    epilogue += ["    for i in range(row0, row0 + rows):",
+                 "        o = out[i, col0:col0 + cols]"]
     for k, r in zip(others, roles):
         if r == "row":
             epilogue.append(f"        a{k} = x{k}[i]")
         elif r == "col":
-            epilogue.append(f"        s{k} = x{k}[c0:c0 + cols]")
+            epilogue.append(f"        s{k} = x{k}[col0:col0 + cols]")
         elif r == "full":
-            epilogue.append(f"        s{k} = x{k}[i, c0:c0 + cols]")
+            epilogue.append(f"        s{k} = x{k}[i, col0:col0 + cols]")
     epilogue += ["        for j in range(cols):", f"            a{product} = o[j]"]
     epilogue += [f"            a{k} = s{k}[j]" for k, r in zip(others, roles)
                  if r in ("col", "full")]

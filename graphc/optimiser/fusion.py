@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from ..type.kinds import MIN_INPLACE_SIZE, is_elementwise, may_overwrite
 from ..type.op import Op
-from ..type.program import shifted
 from .build import make
 from .pattern import Pat, Scalar
 from .rewriter import Pass, Rule
@@ -166,6 +165,44 @@ def _length(p) -> int:
     return len(p.op["program"]) if p.op.kind == "fused" else 1
 
 
+def _placed(part, part_inputs, offset: int, index_of, registers: dict) -> list:
+    """``part`` (a program reading ``part_inputs``) placed ``offset`` instructions into
+    the fused program: a parent computed into a register there (``registers``: id ->
+    instruction) read as that register, any other as the fused node's input
+    ``index_of(parent)``, a register of its own shifted by ``offset``."""
+    numbers = [None if id(r) in registers else index_of(r) for r in part_inputs]
+
+    def moved(a):
+        if a[0] == "in":
+            number = numbers[a[1]]
+            return ("in", number) if number is not None else \
+                ("reg", registers[id(part_inputs[a[1]])])
+        return ("reg", a[1] + offset) if a[0] == "reg" else a
+    return [(op, tuple(moved(a) for a in args)) for op, args in part]
+
+
+def _shared(node, absorbed, ctx, room: int) -> list:
+    """The elementwise parents of ``absorbed`` (and of ``node``) that only these read,
+    more than once between them: an activation reading its input twice, ``x *
+    clip(x + 3, 0, 6)`` or ``x * sigmoid(x)``, after a bias ``x = conv + b``. Each is
+    computed first, into a register the others read, so the bias joins the
+    activation's pass (within ``room`` more instructions)."""
+    readers = [node] + absorbed
+    shared, seen = [], {id(q) for q in absorbed}
+    for q in absorbed:
+        for r in q.parents:
+            if id(r) in seen:
+                continue
+            seen.add(id(r))
+            reads = sum(p is r for reader in readers for p in reader.parents)
+            if (reads > 1 and _elementwise(r) and r.shape == node.shape
+                    and r.dtype == node.dtype and ctx.uses(r) == reads
+                    and _length(r) <= room):
+                shared.append(r)
+                room -= _length(r)
+    return shared
+
+
 def _fuse(node, ctx):
     # a fused node never absorbs further parents: its program would need a second buffer
     if not _elementwise(node) or node.op.kind == "fused" or node.size < MIN_INPLACE_SIZE:
@@ -183,6 +220,8 @@ def _fuse(node, ctx):
             length += _length(q)
     if position is None and not branches:
         return None
+    absorbed = branches + ([node.parents[position]] if position is not None else [])
+    shared = _shared(node, absorbed, ctx, MAX_PROGRAM - length)
     program, inputs, results = [], [], {}
 
     def index_of(q):
@@ -192,11 +231,9 @@ def _fuse(node, ctx):
             found = len(inputs) - 1
         return found
 
-    absorbed = branches + ([node.parents[position]] if position is not None else [])
-    for q in absorbed:
+    for q in shared + absorbed:
         part, part_inputs = _program_of(q)
-        program += shifted(part, len(program), {i: index_of(r) for i, r in
-                                                enumerate(part_inputs)})
+        program += _placed(part, part_inputs, len(program), index_of, results)
         results[id(q)] = len(program) - 1
     args = tuple(("acc",) if k == position else
                  ("reg", results[id(q)]) if id(q) in results else ("in", index_of(q))
