@@ -6,7 +6,8 @@ channels leave BLAS's packing and blocking little to amortise (mnasnet0_5's 1254
 A tile of ``ROWS`` result rows by up to four 16-lane vectors keeps its sums in vector
 registers (:mod:`.numba_vectors`) over the whole depth: for each ``k``, the row of ``B``
 is loaded once for the tile and each row's ``A[r, k]`` once, broadcast. Columns left
-over run in 16-, then 8-lane vectors, then one at a time; rows left over one at a time.
+over run in 16-, then 8-lane vectors, the last few as the block's last 8 columns again
+(one at a time in a block narrower than 8); rows left over one at a time.
 Each result is one dot product in ``k`` order, fused multiply-adds where the machine
 has them: within BLAS's own rounding of NumPy's result, not its bits.
 
@@ -88,7 +89,11 @@ def source() -> str:
         lines += [f"    while j + {columns} <= cols:",
                   f"        _panel{columns}(a, b, c, rows, k, sr, sk, ldb, ldc, j)",
                   f"        j += {columns}"]
-    lines += ["    if j < cols:",
+    # fewer than 8 columns left: the last 8 again, as a panel (the columns it computes
+    # twice get the same sums), rather than one column at a time
+    lines += ["    if j < cols and cols >= 8:",
+              "        _panel8(a, b, c, rows, k, sr, sk, ldb, ldc, cols - 8)",
+              "    elif j < cols:",
               "        _columns(a, b, c, rows, cols, k, sr, sk, ldb, ldc, j)", ""]
     return "\n".join(lines)
 
