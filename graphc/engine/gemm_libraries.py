@@ -6,7 +6,10 @@ serves. Where oneDNN's CPU library is installed (``pip install onednn-cpu-gomp``
 a dependency of graphc on x86-64 Linux), float32 blocks go to ``dnnl_sgemm``
 instead: its just-in-time AVX-512 and AVX2 kernels ran this 2-core Zen 4 machine's
 GEMMs at 52-57 GMAC/s per core, against OpenBLAS's 38-51 (ResNet's 784 x 128 x 1152:
-57.0 against 51.2; MobileNet's 784 x 32 x 144: 56.1 against 46.6), as fast as onnxruntime's own GEMM (55-57).
+57.0 against 51.2; MobileNet's 784 x 32 x 144: 56.1 against 46.6), as fast as
+onnxruntime's own GEMM (55-57). Shallow float32 blocks (``K`` up to
+:data:`.numba_shallow_gemm.SHALLOW_DEPTH`) run a generated kernel instead
+(:func:`shallow_wanted`), where neither library's packing pays.
 
 Each block runs on its calling thread alone, whichever library computes it: it sets
 the thread's OpenMP thread count (oneDNN's build threads with GNU OpenMP, and called
