@@ -90,8 +90,11 @@ def declarations(blas_path: str, symbols: dict, blasint: str) -> list:
             f"types.intc, types.intc, _int, _int, _int, types.{dtype}, types.intp, _int, "
             f"types.intp, _int, types.{dtype}, types.intp, _int))")
     if "float32" in symbols and shallow_wanted():
-        from .numba_shallow_gemm import DIGEST
-        lines += [f"from graphc.engine.numba_shallow_gemm import shallow_block  # {DIGEST}"]
+        from .numba_shallow_gemm import SYMBOL
+        lines += ["from graphc.engine.numba_shallow_gemm import register",
+                  "register()",
+                  f"shallow_block = types.ExternalFunction({SYMBOL!r}, "
+                  "types.void(*(types.int64,) * 10))"]
     if chosen() == "onednn" and "float32" in symbols:
         lines += [f"binding.load_library_permanently({onednn_library()!r})",
                   "omp_get = types.ExternalFunction('omp_get_max_threads', types.intc())",
@@ -122,7 +125,8 @@ def block_call(dtype: str, indent: str = "    ") -> list:
     if dtype == "float32" and shallow_wanted():
         from .numba_shallow_gemm import SHALLOW_DEPTH
         lines = [f"if tb == {NO_TRANS} and k <= {SHALLOW_DEPTH}:",
-                 "    shallow_block(tasks, t, ta, k, lda, ldb, ldc, pa, pb, pc)",
+                 "    shallow_block(tasks[t, 0], tasks[t, 1], ta, k, lda, ldb, ldc, "
+                 "pa + tasks[t, 2], pb + tasks[t, 3], pc + tasks[t, 4])",
                  "else:"] + ["    " + line for line in lines]
     return [indent + line for line in lines]
 

@@ -61,12 +61,13 @@ def _panel(columns: int, vectors: int, lanes: int) -> list:
 
 
 def source() -> str:
-    """The generated module's text: ``shallow_block(tasks, t, ta, k, lda, ldb, ldc, pa,
-    pb, pc)`` with :func:`.gemm_libraries.block_call`'s arguments (``B`` row-major)."""
+    """The generated module's text: the C-callable ``shallow_block(rows, cols, ta, k, lda,
+    ldb, ldc, a, b, c)``, a block of ``rows x cols`` from the addresses ``a``, ``b``,
+    ``c`` (``B`` row-major; ``ta`` as :func:`.gemm_libraries.block_call`'s flags)."""
     lines = ["# graphc generated shallow GEMM block (engine/numba_shallow_gemm.py), "
              f"vectors {VECTORS_DIGEST}",
              "import numpy as np",
-             "from numba import njit",
+             "from numba import cfunc, njit, types",
              "from graphc.engine.numba_vectors import *",
              f"NO_TRANS = {NO_TRANS}", ""]
     for columns, vectors, lanes in _PANELS:
@@ -79,10 +80,8 @@ def source() -> str:
               "            for q in range(k):",
               "                acc += load1a(a, r * sr + q * sk) * load1a(b, q * ldb + jj)",
               "            store1a(c, r * ldc + jj, acc)", ""]
-    lines += ["@njit(nogil=True, cache=True)",
-              "def shallow_block(tasks, t, ta, k, lda, ldb, ldc, pa, pb, pc):",
-              "    rows, cols = tasks[t, 0], tasks[t, 1]",
-              "    a, b, c = pa + tasks[t, 2], pb + tasks[t, 3], pc + tasks[t, 4]",
+    lines += ["@cfunc(types.void(*(types.int64,) * 10), cache=True)",
+              "def shallow_block(rows, cols, ta, k, lda, ldb, ldc, a, b, c):",
               "    sr, sk = (lda, 1) if ta == NO_TRANS else (1, lda)",
               "    j = 0"]
     for columns, _, _ in _PANELS:
@@ -103,11 +102,27 @@ def source() -> str:
 DIGEST = hashlib.sha1(source().encode()).hexdigest()[:12]
 
 
-def __getattr__(name):
-    if name == "shallow_block":          # compiled (or loaded from the cache) when used
-        from .numba_kernels import _load
-        return _load(source()).shallow_block
-    raise AttributeError(name)
+#: the name the GEMM modules call the block by: a C function, so that each module links
+#: to the one compiled block instead of compiling (and optimising) it into itself again,
+#: which cost 1.1 s a module cold
+SYMBOL = f"graphc_shallow_block_{DIGEST}"
+_registered: list = []
 
 
-__all__ = ["SHALLOW_DEPTH", "ROWS", "DIGEST", "source"]
+def register() -> None:
+    """Compile (or load from the disk cache) the block and make :data:`SYMBOL` its
+    address for LLVM's linker; once a process.
+
+    >>> register(); register()
+    """
+    if _registered:
+        return
+    from llvmlite import binding
+
+    from .numba_kernels import _load
+    block = _load(source()).shallow_block
+    binding.add_symbol(SYMBOL, block.address)
+    _registered.append(block)          # the compiled code lives as long as the process
+
+
+__all__ = ["SHALLOW_DEPTH", "ROWS", "DIGEST", "SYMBOL", "source", "register"]
