@@ -119,50 +119,51 @@ load8, store8, zero8 = _load(f32x8), _store(f32x8), _zero(f32x8)
 
 
 # -- the same through raw addresses (the GEMM blocks of :mod:`.numba_gemm` hold addresses) ---
-def _at(builder, address, index):
-    """A float32 pointer ``index`` elements past the integer ``address``."""
-    base = builder.inttoptr(address, ir.FloatType().as_pointer())
-    return builder.gep(base, [index])
-
-
-def _vector_pointer(builder, address, index, lanes):
-    return builder.bitcast(_at(builder, address, index),
-                           ir.VectorType(ir.FloatType(), lanes).as_pointer())
-
-
 def _integers(*values) -> bool:
     return all(isinstance(v, types.Integer) for v in values)
 
 
-def _load_address(vector):
+def _element(context, builder, sig, args, lanes: int):
+    """A pointer to ``lanes`` float32 (1: a scalar) ``args[1]`` elements past the integer
+    address ``args[0]``."""
+    address, index = (context.cast(builder, v, t, types.intp)
+                      for v, t in zip(args[:2], sig.args[:2]))
+    element = builder.gep(builder.inttoptr(address, ir.FloatType().as_pointer()), [index])
+    if lanes == 1:
+        return element
+    return builder.bitcast(element, ir.VectorType(ir.FloatType(), lanes).as_pointer())
+
+
+def _value_type(lanes: int):
+    return types.float32 if lanes == 1 else F32Vector(lanes)
+
+
+def _load_address(lanes: int):
+    value = _value_type(lanes)
+
     def load(typingctx, address, index):
         if not _integers(address, index):
             return None
 
         def codegen(context, builder, sig, args):
-            address, index = (context.cast(builder, v, t, types.intp)
-                              for v, t in zip(args, sig.args))
-            return builder.load(_vector_pointer(builder, address, index, vector.lanes),
-                                align=4)
-        return vector(address, index), codegen
-    load.__doc__ = f"``{vector.lanes}`` float32 from element ``index`` past ``address``."
+            return builder.load(_element(context, builder, sig, args, lanes), align=4)
+        return value(address, index), codegen
+    load.__doc__ = f"``{lanes}`` float32 from element ``index`` past ``address``."
     return intrinsic(load)
 
 
-def _store_address(vector):
+def _store_address(lanes: int):
+    value_type = _value_type(lanes)
+
     def store(typingctx, address, index, value):
-        if not (_integers(address, index) and value == vector):
+        if not (_integers(address, index) and value == value_type):
             return None
 
         def codegen(context, builder, sig, args):
-            address, index = (context.cast(builder, v, t, types.intp)
-                              for v, t in zip(args[:2], sig.args[:2]))
-            builder.store(args[2], _vector_pointer(builder, address, index, vector.lanes),
-                          align=4)
+            builder.store(args[2], _element(context, builder, sig, args, lanes), align=4)
             return context.get_dummy_value()
         return types.none(address, index, value), codegen
-    store.__doc__ = f"Write ``value``'s {vector.lanes} lanes from element ``index`` past " \
-                    "``address``."
+    store.__doc__ = f"Write ``value`` ({lanes} float32) from element ``index`` past ``address``."
     return intrinsic(store)
 
 
@@ -172,9 +173,7 @@ def _splat_address(vector):
             return None
 
         def codegen(context, builder, sig, args):
-            address, index = (context.cast(builder, v, t, types.intp)
-                              for v, t in zip(args, sig.args))
-            value = builder.load(_at(builder, address, index), align=4)
+            value = builder.load(_element(context, builder, sig, args, 1), align=4)
             vty = ir.VectorType(ir.FloatType(), vector.lanes)
             one = builder.insert_element(ir.Constant(vty, ir.Undefined), value,
                                          ir.Constant(ir.IntType(32), 0))
@@ -203,33 +202,6 @@ def fmadd(typingctx, a, b, acc):
     return acc(a, b, acc), codegen
 
 
-load16a, load8a = _load_address(f32x16), _load_address(f32x8)
-store16a, store8a = _store_address(f32x16), _store_address(f32x8)
+load16a, load8a, load1a = _load_address(16), _load_address(8), _load_address(1)
+store16a, store8a, store1a = _store_address(16), _store_address(8), _store_address(1)
 splat16a, splat8a = _splat_address(f32x16), _splat_address(f32x8)
-
-
-@intrinsic
-def load1a(typingctx, address, index):
-    """The float32 at element ``index`` past ``address``."""
-    if not _integers(address, index):
-        return None
-
-    def codegen(context, builder, sig, args):
-        address, index = (context.cast(builder, v, t, types.intp)
-                          for v, t in zip(args, sig.args))
-        return builder.load(_at(builder, address, index), align=4)
-    return types.float32(address, index), codegen
-
-
-@intrinsic
-def store1a(typingctx, address, index, value):
-    """Write the float32 ``value`` at element ``index`` past ``address``."""
-    if not (_integers(address, index) and value == types.float32):
-        return None
-
-    def codegen(context, builder, sig, args):
-        address, index = (context.cast(builder, v, t, types.intp)
-                          for v, t in zip(args[:2], sig.args[:2]))
-        builder.store(args[2], _at(builder, address, index), align=4)
-        return context.get_dummy_value()
-    return types.none(address, index, value), codegen
