@@ -297,7 +297,9 @@ def test_sums_over_a_middle_run_are_numpy_s_bits(kind, dtype):
     # added in NumPy's order and precision, threaded over the outer groups
     rng = np.random.default_rng(6)
     for shape, axis, keepdims in [((768, 768, 3), (1,), False), ((8, 64, 9, 9), (1,), True),
-                                  ((6, 40, 30, 7), (1, 2), False)]:
+                                  ((6, 40, 30, 7), (1, 2), False),
+                                  # one group: a channels-last global average pool
+                                  ((1, 14, 14, 96), (1, 2), True), ((1, 3, 5), (1,), False)]:
         value = (rng.normal(size=shape) * 100).astype(dtype)
         x = N.var("x", shape, dtype)
         g = graphc.compile([x], getattr(N, kind)(x, axis=axis, keepdims=keepdims),

@@ -367,10 +367,12 @@ def krl_shape(shape, axis):
 
 def _middle_sum_kernel(op, x, out):
     """:func:`.numba_reduce.sum_krl` for a sum or mean over a middle run of
-    dimensions with several outer groups (a single one stays on NumPy's call, which
-    adds the same rows on one thread), else ``None``."""
+    dimensions, else ``None``. Even one outer group (a channels-last global average
+    pool, ``(1, H, W, C)`` over ``(1, 2)``) runs it: the same rows added in the same
+    order as NumPy's call, without its overhead (1x14x14x96: 8.8 -> 3.9 us; 1x56x56x64:
+    68 -> 18 us)."""
     krl = krl_shape(x.shape, op["axis"])
-    if (op.kind not in ("sum", "mean") or krl is None or krl[0] < 2 or krl[1] < 1
+    if (op.kind not in ("sum", "mean") or krl is None or krl[1] < 1
             or x.dtype.kind != "f" or out.dtype != x.dtype):
         return None
     from . import numba_reduce
@@ -382,15 +384,15 @@ def _middle_sum_kernel(op, x, out):
 
 def reduction_kernel(op, ins, out, ctx, parallel):
     """The generated kernel of a ``sum`` or ``mean`` keeping one contiguous
-    run of dimensions (:func:`abd_shape`), one thread per kept group, or a sum or mean
-    over a middle run (:func:`krl_shape`): only when it may use every core and the
-    input is large (else NumPy's call serves)."""
+    run of dimensions (:func:`abd_shape`), one thread per kept group, when it may use
+    every core and the input is large; or of a sum or mean over a middle run
+    (:func:`krl_shape`) whenever it may use every core. Else NumPy's call serves."""
     from .strategy import PARALLEL_MIN
     x = ins[0]
     name, last, dtypes = _REDUCTIONS[op.kind]
     abd = abd_shape(x.shape, op["axis"])
-    if (parallel and available() is None and threading_layer() and x.size >= PARALLEL_MIN
-            and abd is None and x.flags.c_contiguous and out.flags.c_contiguous):
+    if (parallel and available() is None and threading_layer() and abd is None
+            and x.flags.c_contiguous and out.flags.c_contiguous):
         return _middle_sum_kernel(op, x, out)
     if (not parallel or available() is not None or not threading_layer()
             or x.size < PARALLEL_MIN or abd is None or abd[1] < 2
