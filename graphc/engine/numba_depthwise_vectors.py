@@ -11,8 +11,8 @@ each product rounded before its sum, skipping the taps on padding: the bits of
 :mod:`.numba_channels_last`'s kernel. Channels past the last block of 8 run the same
 code on scalars.
 
-Measured on two cores (Zen 4), against :mod:`.numba_channels_last`: 28x28x80 5x5
-89 -> 32 us; 56x56x144 3x3 176 -> 96 us; 112x112x32 3x3 239 -> 78 us.
+Measured on two cores (Zen 4), against :mod:`.numba_channels_last`: 28x28x72 5x5
+82 -> 36 us; 56x56x144 3x3 177 -> 111 us; 112x112x32 3x3 202 -> 85 us.
 
 >>> print(source(3, 3).splitlines()[0])
 # graphc generated channels-last depthwise convolution, 3x3 taps, ...

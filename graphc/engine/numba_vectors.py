@@ -5,13 +5,16 @@ Why: Numba has no ``restrict``. In a loop that stores results through one array 
 reads taps through another, LLVM must assume every store may change the taps, so it
 reloads them for every result it computes; a depthwise convolution then spends its
 time on loads. Taps held in these values live in registers for a whole row of cells
-(the channels-last depthwise kernels of :mod:`.numba_depthwise_vectors`: 2-3x faster).
+(the channels-last depthwise kernels of :mod:`.numba_depthwise_vectors`: 2-3x faster),
+and so do the sums of a GEMM tile (:mod:`.numba_shallow_gemm`).
 
-The arithmetic is IEEE float32, each operation rounded once, no contraction into fused
-multiply-adds and no reordering: lane by lane, the bits of the same scalar code.
+``muladd`` rounds the product before the sum, each operation once, no reordering: lane
+by lane, the bits of the same scalar code. ``fmadd`` may fuse them into one rounding
+(for sums whose order is not a contract anyway, as a GEMM's).
 
-Loads and stores take a C-contiguous 1-D float32 array and an element offset; they do
-no bounds check (the caller's loop bounds are the check), and need no alignment.
+Loads and stores take either a C-contiguous 1-D float32 array (``load16``...) or a raw
+address (``load16a``..., the GEMM blocks' operands), and an element offset; they do no
+bounds check (the caller's loop bounds are the check), and need no alignment.
 
 >>> import numpy as np
 >>> from numba import njit
@@ -56,12 +59,18 @@ def _flat_float32(array) -> bool:
             and array.ndim == 1 and array.layout == "C")
 
 
+def _pointer(builder, element, lanes: int):
+    """``element`` (a float32 pointer) as a pointer to ``lanes`` float32 (1: a scalar)."""
+    if lanes == 1:
+        return element
+    return builder.bitcast(element, ir.VectorType(ir.FloatType(), lanes).as_pointer())
+
+
 def _address(context, builder, sig, args, lanes: int):
     """A pointer to ``lanes`` float32 at element ``args[1]`` of the array ``args[0]``."""
     array = context.make_array(sig.args[0])(context, builder, args[0])
     index = context.cast(builder, args[1], sig.args[1], types.intp)
-    element = builder.gep(array.data, [index])
-    return builder.bitcast(element, ir.VectorType(ir.FloatType(), lanes).as_pointer())
+    return _pointer(builder, builder.gep(array.data, [index]), lanes)
 
 
 def _load(vector):
@@ -117,7 +126,6 @@ load16, store16, zero16 = _load(f32x16), _store(f32x16), _zero(f32x16)
 load8, store8, zero8 = _load(f32x8), _store(f32x8), _zero(f32x8)
 
 
-
 # -- the same through raw addresses (the GEMM blocks of :mod:`.numba_gemm` hold addresses) ---
 def _integers(*values) -> bool:
     return all(isinstance(v, types.Integer) for v in values)
@@ -129,9 +137,7 @@ def _element(context, builder, sig, args, lanes: int):
     address, index = (context.cast(builder, v, t, types.intp)
                       for v, t in zip(args[:2], sig.args[:2]))
     element = builder.gep(builder.inttoptr(address, ir.FloatType().as_pointer()), [index])
-    if lanes == 1:
-        return element
-    return builder.bitcast(element, ir.VectorType(ir.FloatType(), lanes).as_pointer())
+    return _pointer(builder, element, lanes)
 
 
 def _value_type(lanes: int):
