@@ -33,6 +33,7 @@ from .engine.remat import remat_choice, remat_order
 from .engine.schedules import SCHEDULES, make_runner, worker_count
 from .engine.strategy import kernel_choice
 from .graph import Graph
+from .held_once import hold_once
 from .optimiser.passes import select_passes
 from .optimiser.passes import optimise as run_passes
 from .symbol.node import Node
@@ -175,6 +176,7 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
                                capture=capture, tf32=tf32)
         runner = program.wrap_runner(make_runner(schedule, graph, live, memory, program,
                                                  workers))
+        hold_once(source, graph)
         # what parallelism costs: the same graph planned for the serial order
         serial_bytes = (make_plan(serial_live, plan).planned_bytes if concurrent
                         else memory.planned_bytes)

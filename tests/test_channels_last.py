@@ -25,6 +25,14 @@ from graphc.type.errors import DTypeError, ShapeError
 needs_numba = pytest.mark.skipif(available() is not None, reason="Numba is not installed")
 
 
+@pytest.fixture(autouse=True)
+def _convolutions_on_the_gemms(monkeypatch):
+    """These are the rewrites around the GEMMs of lowered convolutions, which run where
+    oneDNN's convolutions do not (none installed, ``GRAPHC_CONV=gemm``);
+    test_conv_nhwc.py covers the graphs with oneDNN's."""
+    monkeypatch.setenv("GRAPHC_CONV", "gemm")
+
+
 def nhwc_op(stride=(1, 1), padding=((1, 1), (1, 1)), dilation=(1, 1)):
     return Op.make(NAME, stride=stride, padding=padding, dilation=dilation)
 

@@ -104,8 +104,6 @@ def test_column_block_operands_read_in_place():
     (np.ones((4, 3), np.int64), np.ones((3, 2), np.int64), "integers"),
     (np.ones((4, 3), np.complex64), np.ones((3, 2), np.complex64), "complex"),
     (np.ones(3, np.float32), np.ones((3, 2), np.float32), "a vector"),
-    (np.ones((1, 3), np.float32), np.ones((3, 2), np.float32), "one row: GEMV"),
-    (np.ones((4, 3), np.float32), np.ones((3, 1), np.float32), "one column: GEMV"),
     (np.ones((4, 3), np.float32), np.ones((3, 2), np.float64), "mixed dtypes"),
     (np.ones((4, 6), np.float32)[:, ::2], np.ones((3, 2), np.float32), "no contiguous axis"),
     (np.ones((4, 0), np.float32), np.ones((0, 2), np.float32), "K = 0"),
@@ -113,6 +111,20 @@ def test_column_block_operands_read_in_place():
 def test_cases_left_to_numpy(a, b, why):
     out = np.empty(np.matmul(a, b).shape, np.result_type(a, b))
     assert numba_gemm.gemm_kernel(a, b, out, threaded=True) is None, why
+
+
+@pytest.mark.parametrize("a, b", [(np.ones((1, 3), np.float32), np.ones((3, 2), np.float32)),
+                                  (np.ones((4, 3), np.float32), np.ones((3, 1), np.float32))])
+def test_matrix_vector_products_go_to_blas_gemv_or_to_onednn(a, b):
+    """BLAS's GEMV (NumPy's call), but on oneDNN's sgemm where its convolutions run
+    (graphc.engine.onednn_gemv: one thread pool during a run)."""
+    from graphc.engine import onednn_conv
+    out = np.empty(np.matmul(a, b).shape, np.float32)
+    kernel = numba_gemm.gemm_kernel(a, b, out, threaded=True)
+    assert (kernel is None) == (onednn_conv.wanted() != "")
+    if kernel is not None:
+        kernel()
+        assert_product(a, b, out)
 
 
 def test_unthreaded_programs_keep_numpy():

@@ -274,7 +274,7 @@ def gemm_kernel(a, b, out, threaded: bool):
     """
     plan = _plan(a, b, out, threaded)
     if plan is None:
-        return None
+        return _matrix_vector(a, b, out, threaded)
     split, args = plan
     serial, parallel = _functions()[out.dtype]
     function = parallel if split else serial
@@ -397,6 +397,20 @@ def epilogue_kernel(a, b, out, program, product: int, roles, others, threaded: b
 
 def _address(array) -> int:
     return array.__array_interface__["data"][0]
+
+
+def _matrix_vector(a, b, out, threaded: bool):
+    """A matrix-vector product on oneDNN where its convolutions run
+    (:mod:`.onednn_gemv`: then no BLAS pool of its own wakes during a run), else
+    ``None`` (NumPy's call, BLAS's GEMV)."""
+    if a.ndim < 2 or b.ndim < 2 or (a.shape[-2] != 1 and b.shape[-1] != 1):
+        return None
+    from .onednn_gemv import gemv_kernel
+    threads = 1
+    if threaded:
+        import numba
+        threads = numba.get_num_threads()
+    return gemv_kernel(a, b, out, threads)
 
 
 class _Gemm:

@@ -15,7 +15,7 @@ serves).
 True
 """
 from . import (control, creation, elementwise, formats, linalg, neural, reductions,  # noqa: F401
-               channels_last, fused_matmul, softmax,
+               channels_last, conv_nhwc, fused_matmul, softmax,
                bitcast, collectives, complex_parts, detection, shaping, sorting)
 from .definition import DEFINITIONS, LEAF, NO_GRADIENT, OpDef, Refused, define
 

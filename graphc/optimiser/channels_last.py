@@ -43,8 +43,8 @@ import numpy as np
 
 from ..type.kinds import is_elementwise, is_leaf
 from ..type.op import Op
-from .build import make
-from .lowering import NodeNamespace
+from .build import make, make_const
+from .lowering import NodeNamespace, native_conv
 from .rewriter import Pass
 
 #: the fewest channels a depthwise convolution needs to run channels last: below, the
@@ -62,6 +62,8 @@ MIN_CHANNELS_VECTOR = {(3, 3): 24, (5, 5): 24}
 TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
 _DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 _REDUCTIONS = frozenset({"mean", "sum", "max", "min"})
+#: the activations a ``conv2d_nhwc`` applies itself (oneDNN post-ops)
+_ACTIVATIONS = frozenset({"relu", "clip"})
 
 
 def _transposed(node, axes) -> bool:
@@ -246,6 +248,57 @@ def _convert(node, ctx):
     return make(node, Op.make("transpose", axes=TO_NCHW), [y])
 
 
+def _convert_native(node, ctx):
+    """A ``conv2d`` a native kernel takes (:func:`~.lowering.native_conv`) ->
+    ``transpose(conv2d_nhwc(x', W'), NCHW)``: ``W'`` its constant kernel packed in the
+    layout oneDNN's primitive reads (``conv2d_nhwc_pack``, folded once; the compiled
+    graph then holds the weights once, packed: ``graphc.compile``), a zero bias that the
+    bias added next joins (:func:`_absorbed`)."""
+    x, w = node.parents
+    ns = NodeNamespace(node)
+    bias = make_const(node, np.zeros(w.shape[0], node.dtype))
+    o, cg, kh, kw = w.shape
+    n, _, oh, ow = node.shape
+    image = _nhwc(x, ctx, ns)
+    hwio = (kh, kw, cg, o)
+    op = Op.make("conv2d_nhwc", stride=node.op["stride"], padding=node.op["padding"],
+                 dilation=node.op["dilation"], groups=node.op["groups"], activation="",
+                 bounds=(0.0, 0.0), packed=hwio)
+    pack = Op.make("conv2d_nhwc_pack", image=image.shape, out=(n, oh, ow, o),
+                   stride=op["stride"], padding=op["padding"], dilation=op["dilation"],
+                   groups=op["groups"], kernel=hwio)
+    kernel = make(node, pack, [w])      # folded once
+    y = make(node, op, [image, kernel, bias])
+    return make(node, Op.make("transpose", axes=TO_NCHW), [y])
+
+
+def _absorbed(node, ctx):
+    """``conv2d_nhwc(...) + b`` (``b`` per channel) -> ``conv2d_nhwc`` with ``b`` added to
+    its bias; ``relu`` or ``clip`` of a ``conv2d_nhwc`` -> the same applying it (a
+    post-op of oneDNN's primitive); where nothing else reads the convolution."""
+    kind = node.op.kind
+    convs = [p for p in node.parents if p.op.kind == "conv2d_nhwc" and ctx.uses(p) == 1
+             and p.shape == node.shape and not p.op["activation"]]
+    if not convs or node.dtype != np.float32:
+        return None
+    conv = convs[0]
+    if kind in _ACTIVATIONS:
+        attrs = dict(conv.op.params(), activation=kind)
+        if kind == "clip":
+            if node.op.get("lo") is None or node.op.get("hi") is None:
+                return None
+            attrs["bounds"] = (float(node.op["lo"]), float(node.op["hi"]))
+        return make(node, Op.make("conv2d_nhwc", **attrs), conv.parents)
+    (other,) = [p for p in node.parents if p is not conv] or [None]
+    channels = node.shape[-1]
+    if kind != "add" or other is None or other.dtype != np.float32 or math.prod(
+            other.shape) != channels or (other.shape and other.shape[-1] != channels):
+        return None
+    ns = NodeNamespace(node)
+    x, w, bias = conv.parents
+    return make(node, conv.op, [x, w, ns.add(bias, ns.reshape(other, (channels,)))])
+
+
 # -- downwards: the transposes back to NCHW pass on ------------------------------------------
 def _elementwise_down(node):
     """``e(transpose(a), b...)`` -> ``transpose(e(a, b'...))``: every other operand ``b`` a
@@ -350,7 +403,13 @@ def _rewrite(node, ctx):
     if kind == "conv2d":
         if depthwise(node) and (_wide(node) or _free_nhwc(node.parents[0], ctx)):
             return _convert(node, ctx)
+        if not depthwise(node) and native_conv(node):
+            return _convert_native(node, ctx)
         return _pointwise_down(node)
+    if kind == "add" or kind in _ACTIVATIONS:
+        made = _absorbed(node, ctx)
+        if made is not None:
+            return made
     if kind == "reshape":
         made = _reshape_down(node)
         return made if made is not None else _product_down(node, ctx)

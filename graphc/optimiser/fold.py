@@ -1,7 +1,8 @@
 """Constant folding: a node whose parents are all constants becomes a constant,
 computed once by the engine's own kernels (so folded and unfolded graphs give
 the same bits). A size cap keeps folding from bloating the graph: the result
-may be at most ``FOLD_LIMIT`` bytes or the size of the constants it reads.
+may be at most ``FOLD_LIMIT`` bytes or the size of the constants it reads (a
+``relayout`` kind's, which replaces the constant it reads, any size).
 
 >>> import numpy as np, graphc.ndarray as N, graphc.eager as E
 >>> from graphc.optimiser.rewriter import rewrite
@@ -12,12 +13,36 @@ may be at most ``FOLD_LIMIT`` bytes or the size of the constants it reads.
 """
 from __future__ import annotations
 
+import weakref
+
 from ..type.kinds import KINDS
 from .build import make_const
 from .rewriter import Pass
 
 #: results up to this many bytes may always be folded
 FOLD_LIMIT = 1 << 16
+#: ``id`` of a folded ``relayout`` kind's constant -> weak references to it and to the
+#: node it laid out, and the op: what ``graphc.compile`` reads (:func:`relaid`) to let
+#: the source graph hold that node's array as a function of the result
+#: (:class:`~graphc.symbol.node.Deferred`); an entry goes with its constant
+_RELAID: dict = {}
+
+
+def _record(folded, original, op) -> None:
+    key = id(folded)
+    _RELAID[key] = (weakref.ref(folded, lambda _: _RELAID.pop(key, None)),
+                    weakref.ref(original), op)
+
+
+def relaid(node):
+    """``(the node it laid out, the op)`` where ``node`` is a folded ``relayout`` kind's
+    constant whose source node is alive, else ``None``.
+
+    Example: ``relaid(const_node)``"""
+    entry = _RELAID.get(id(node))
+    if entry is None or entry[0]() is not node or entry[1]() is None:
+        return None
+    return entry[1](), entry[2]
 
 
 def make_folder(evaluate, limit: int = FOLD_LIMIT):
@@ -28,9 +53,12 @@ def make_folder(evaluate, limit: int = FOLD_LIMIT):
             return None
         if not all(p.op.kind == "const" for p in node.parents):
             return None
-        if node.nbytes > max(limit, sum(p.nbytes for p in node.parents)):
+        if kind.relayout is None and node.nbytes > max(limit, sum(p.nbytes for p in node.parents)):
             return None
-        return make_const(node, evaluate(node.op, [p.value for p in node.parents]))
+        folded = make_const(node, evaluate(node.op, [p.value for p in node.parents]))
+        if kind.relayout is not None:
+            _record(folded, node.parents[0], node.op)
+        return folded
     return fold
 
 

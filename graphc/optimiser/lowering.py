@@ -132,6 +132,22 @@ def direct_conv(node) -> bool:
             and node.dtype in _DIRECT_DTYPES)
 
 
+#: tests ``conv2d node -> bool`` of the convolutions a native kernel computes whole with
+#: ``kernels="generated"`` (so lowering keeps them): filled by the op definitions that
+#: take them (``graphc.ops.conv_nhwc``: oneDNN's primitive, channels last)
+NATIVE_CONVOLUTIONS: list = []
+
+
+def native_conv(node) -> bool:
+    """Whether a test of :data:`NATIVE_CONVOLUTIONS` takes the ``conv2d`` ``node``.
+
+    >>> import graphc.ndarray as N
+    >>> native_conv(N.conv2d(N.var("x", (1, 4, 8, 8)), N.var("w", (4, 4, 3, 3))))
+    False
+    """
+    return node.op.kind == "conv2d" and any(test(node) for test in NATIVE_CONVOLUTIONS)
+
+
 def _lowering_rules(kind, keep=None):
     """Lower ``kind`` where it needs columns, and where it needs none only if the
     reshape of its first operand is free (a planned value used once); never a node
@@ -158,7 +174,7 @@ DEVICE_LOWERING_RULES = [Rule(f"lower_{kind}", Pat(kind), lambda b, node: _lower
 #: view of any contiguous value on the CPU, ``compile(views=True)``), so its GEMM can take
 #: the bias and activation after it (:mod:`.fuse_epilogue`)
 LOWERING_RULES_KEEPING_DIRECT = [
-    Rule(f"lower_{kind}", Pat(kind, test=lambda n: not direct_conv(n)),
+    Rule(f"lower_{kind}", Pat(kind, test=lambda n: not (direct_conv(n) or native_conv(n))),
          lambda b, node: _lower(node)) for kind in DECOMPOSITIONS]
 
 

@@ -53,19 +53,43 @@ def locate(error: GraphcError) -> GraphcError:
 
 
 #: what a node is (everything but its identity and its weak references)
-_STATE = ("op", "parents", "shape", "dtype", "name", "_where", "id", "value", "_consumers",
+_STATE = ("op", "parents", "shape", "dtype", "name", "_where", "id", "_value", "_consumers",
           "declared")
+
+
+class Deferred:
+    """A constant's array held as a function of another array, made again on each read:
+    a compiled graph that holds a constant only in another layout (a convolution kernel
+    packed for oneDNN) lets its source graph's node keep it this way, so the weights are
+    held once (``graphc.compile``).
+
+    >>> import numpy as np
+    >>> d = Deferred(lambda: np.arange(3.0))
+    >>> d.array().tolist(), d.array().flags.writeable
+    ([0.0, 1.0, 2.0], False)
+    """
+
+    __slots__ = ("make",)
+
+    def __init__(self, make):
+        self.make = make
+
+    def array(self) -> np.ndarray:
+        array = self.make()
+        array.flags.writeable = False
+        return array
 
 
 class Node:
     """One value of the graph. Immutable once built; identity is the node itself.
 
-    ``value`` is set only for constants (a read-only array). ``consumers`` are
+    ``value`` is set only for constants (a read-only array; held as a
+    :class:`Deferred` where a compiled graph holds it in another layout). ``consumers`` are
     held weakly so that a variable used by many graphs does not keep dead
     graphs alive; graph-level passes count consumers within their own graph.
     """
 
-    __slots__ = ("op", "parents", "shape", "dtype", "name", "_where", "id", "value",
+    __slots__ = ("op", "parents", "shape", "dtype", "name", "_where", "id", "_value",
                  "_consumers", "declared", "__weakref__")
 
     def __init__(self, op: Op, parents: tuple, shape: tuple, dtype: np.dtype,
@@ -88,6 +112,15 @@ class Node:
         self.declared = None
         for p in parents:
             p._consumers.append(weakref.ref(self))
+
+    @property
+    def value(self) -> Optional[np.ndarray]:
+        value = self._value
+        return value.array() if type(value) is Deferred else value
+
+    @value.setter
+    def value(self, value) -> None:
+        self._value = value
 
     @classmethod
     def leaf(cls, op: Op, value: Optional[np.ndarray] = None, name: Optional[str] = None):
@@ -128,7 +161,7 @@ class Node:
         old._consumers = [weakref.ref(r) for r in readers]
         for p in set(old.parents):
             p._consumers = [weakref.ref(old) if r() is self else r for r in p._consumers]
-        for slot in ("op", "parents", "shape", "dtype", "value", "_where"):
+        for slot in ("op", "parents", "shape", "dtype", "_value", "_where"):
             setattr(self, slot, getattr(new, slot))
         self.name, self.id, self._consumers = None, next(_ids), []
         first = old.declared if old.declared is not None else old

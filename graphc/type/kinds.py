@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 #: ``overwrites`` value meaning "any parent" (subject to shape/dtype equality).
 ANY = "any"
@@ -50,7 +50,11 @@ class OpKind:
     strides of their inputs at run time, so a parent may be a view (a slice, a
     transpose, a broadcast) of another value's memory instead of a copy; a kernel
     that binds ``ins[0].reshape(...)`` at build time (a copy, for a strided input)
-    must not claim it.
+    must not claim it. ``relayout`` is set on kinds that only lay their one input's
+    elements out anew (padding included): ``relayout(op, result) -> input``, the
+    input again from a result. Folding one of a constant always pays, whatever the
+    size: its result replaces the constant it reads (which a compiled graph's owner
+    may then hold as that function of the result).
     """
 
     name: str
@@ -65,6 +69,7 @@ class OpKind:
     commutative: bool = False
     attributes: tuple = ()
     reads_strided: bool = False
+    relayout: Optional[Callable] = None
 
 
 #: kind name -> its facts. Filled by the op definitions (:mod:`graphc.ops`), which

@@ -1,0 +1,404 @@
+"""oneDNN's convolution primitive on channels-last float32 images, through its C API.
+
+oneDNN (the library :mod:`.gemm_libraries` already takes its GEMMs from) ships
+just-in-time convolution kernels that read images channels last and never build
+im2col's columns ("brgconv" and "jit" implementations for AVX-512 and AVX2). On this
+2-core Zen 4 machine they ran ResNet's convolutions 1.3-2x faster than im2col plus a
+GEMM (3x3, 64 channels at 56x56: 1330 -> 990 us; 512 at 7x7: 1680 -> 860; regnet's
+grouped 320 at 14x14: 228 -> 81). The kernel (``kh, kw, C/groups, O``: HWIO, which
+its implementations read directly) and the bias are the graph's; the scratchpad the
+primitive needs is the caller's (the engine's planned workspace), so nothing outside
+the plan is allocated and two graphs running at once share nothing.
+
+:func:`primitive` makes (once per geometry, cached) the primitive for a
+:class:`Geometry`, or says why not: no oneDNN, or no implementation but oneDNN's
+reference loops for it. :class:`BoundConv` binds one to the arrays of a node.
+
+>>> g = Geometry((1, 8, 8, 16), (3, 3, 16, 16), (1, 8, 8, 16), (1, 1), ((1, 1), (1, 1)),
+...              (1, 1), 1, "")
+>>> p = primitive(g)
+>>> isinstance(p, str) or p.implementation != ""
+True
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+
+from .gemm_libraries import chosen, onednn_library
+
+# the C API's constants (oneapi/dnnl/dnnl_types.h, stable across oneDNN 3.x)
+_F32, _CPU, _FORWARD_INFERENCE, _CONVOLUTION_DIRECT = 3, 1, 96, 1
+_TAG_ANY, _SCRATCHPAD_USER = 1, 1
+_ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS, _ARG_SCRATCHPAD = 1, 17, 33, 41, 80
+_QUERY_IMPLEMENTATION, _QUERY_WEIGHTS, _QUERY_SCRATCHPAD = 8, 131, 136
+#: the activations a primitive applies to its result before storing it (oneDNN's
+#: eltwise post-op kinds); ``""`` is none, ``"clip"`` clips to the geometry's
+#: ``bounds`` (ReLU6: ``(0, 6)``)
+ACTIVATIONS = {"": None, "relu": 0x20, "clip": 0x2f}
+
+_Dims = ctypes.c_int64 * 12
+_Handle = ctypes.c_void_p
+
+
+class _Arg(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_int), ("memory", _Handle)]
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One convolution as the primitive sees it: ``image`` ``(N, H, W, C)``, ``kernel``
+    ``(kh, kw, C / groups, O)``, ``out`` ``(N, OH, OW, O)``, then ``stride``,
+    ``padding`` ``((top, bottom), (left, right))``, ``dilation`` (1: none),
+    ``groups``, ``activation`` (a key of :data:`ACTIVATIONS`) and the ``bounds`` of
+    a clip; always a bias. ``packed``: the kernel in the layout the primitive chooses
+    (:func:`pack`), not HWIO."""
+
+    image: tuple
+    kernel: tuple
+    out: tuple
+    stride: tuple
+    padding: tuple
+    dilation: tuple
+    groups: int
+    activation: str
+    bounds: tuple = (0.0, 0.0)
+    packed: bool = False
+
+
+class _Library:
+    """The loaded library, its CPU engine, and one stream per thread."""
+
+    def __init__(self, path: str):
+        self.dll = dll = ctypes.CDLL(path)
+        # the OpenMP runtime oneDNN's build threads with (GNU's, which Numba's "omp"
+        # layer shares): a primitive runs on the calling thread's team
+        self.omp = ctypes.CDLL("libgomp.so.1")
+        dll.dnnl_primitive_desc_query_md.restype = _Handle
+        dll.dnnl_memory_desc_get_size.restype = ctypes.c_size_t
+        self.engine = _Handle()
+        self.check(dll.dnnl_engine_create(ctypes.byref(self.engine), _CPU, 0), "engine")
+        self._streams = threading.local()
+
+    @staticmethod
+    def check(status: int, what: str) -> None:
+        if status != 0:
+            raise RuntimeError(f"oneDNN convolution: {what} failed (dnnl status {status})")
+
+    def stream(self) -> _Handle:
+        stream = getattr(self._streams, "stream", None)
+        if stream is None:
+            stream = _Handle()
+            self.check(self.dll.dnnl_stream_create(ctypes.byref(stream), self.engine, 1),
+                       "stream")
+            self._streams.stream = stream
+        return stream
+
+    def strided(self, dims, strides) -> _Handle:
+        """A float32 memory descriptor of ``dims`` with ``strides`` in elements."""
+        md = _Handle()
+        self.check(self.dll.dnnl_memory_desc_create_with_strides(
+            ctypes.byref(md), len(dims), _Dims(*dims), _F32, _Dims(*strides)), "descriptor")
+        return md
+
+    def memory(self, md, address: int) -> _Handle:
+        memory = _Handle()
+        self.check(self.dll.dnnl_memory_create(ctypes.byref(memory), md, self.engine,
+                                               _Handle(address)), "memory")
+        return memory
+
+
+@lru_cache(maxsize=1)
+def _library():
+    # Numba's start sets OpenMP's wait policy in the environment, which the runtime
+    # reads once, when it loads (with oneDNN): so Numba first
+    from .numba_kernels import available
+    available()
+    path = onednn_library()
+    return None if path.startswith("no ") else _Library(path)
+
+
+def _descriptors(lib: _Library, g: Geometry):
+    """(image, kernel, bias, result) descriptors: NCHW dims over channels-last strides,
+    the kernel HWIO (per group, ``hwigo``), or any layout where ``g`` is packed."""
+    n, h, w, c = g.image
+    kh, kw, cg, o = g.kernel
+    _, oh, ow, _ = g.out
+    image = lib.strided((n, c, h, w), (h * w * c, 1, w * c, c))
+    result = lib.strided((n, o, oh, ow), (oh * ow * o, 1, ow * o, o))
+    dims = (o, cg, kh, kw) if g.groups == 1 else (g.groups, o // g.groups, cg, kh, kw)
+    if g.packed:
+        kernel = _Handle()
+        lib.check(lib.dll.dnnl_memory_desc_create_with_tag(
+            ctypes.byref(kernel), len(dims), _Dims(*dims), _F32, _TAG_ANY), "descriptor")
+    elif g.groups == 1:
+        kernel = lib.strided(dims, (1, o, kw * cg * o, cg * o))
+    else:
+        og = o // g.groups
+        kernel = lib.strided(dims, (og, 1, o, kw * cg * o, cg * o))
+    return image, kernel, lib.strided((o,), (1,)), result
+
+
+def _attributes(lib: _Library, activation: str, bounds) -> _Handle:
+    dll = lib.dll
+    attr = _Handle()
+    lib.check(dll.dnnl_primitive_attr_create(ctypes.byref(attr)), "attributes")
+    lib.check(dll.dnnl_primitive_attr_set_scratchpad_mode(attr, _SCRATCHPAD_USER), "scratchpad")
+    if ACTIVATIONS[activation] is not None:
+        post = _Handle()
+        lib.check(dll.dnnl_post_ops_create(ctypes.byref(post)), "post-ops")
+        lo, hi = bounds
+        lib.check(dll.dnnl_post_ops_append_eltwise(post, ACTIVATIONS[activation],
+                                                   ctypes.c_float(lo), ctypes.c_float(hi)),
+                  "activation")
+        lib.check(dll.dnnl_primitive_attr_set_post_ops(attr, post), "post-ops")
+    return attr
+
+
+@dataclass(frozen=True)
+class Primitive:
+    """A convolution primitive: its handle, its descriptors (image, kernel, bias,
+    result, scratchpad), the scratchpad's bytes and oneDNN's name of the
+    implementation it chose."""
+
+    handle: _Handle
+    descriptors: tuple
+    scratch_bytes: int
+    implementation: str
+
+
+def wanted() -> str:
+    """Why convolutions do not run on oneDNN (a sentence starting "no "), or ``""``:
+    ``$GRAPHC_CONV=gemm`` keeps them on im2col and the GEMMs, and oneDNN must be
+    installed and not turned off (``$GRAPHC_GEMM=openblas``).
+
+    >>> wanted() == "" or wanted().startswith("no ")
+    True
+    """
+    choice = os.environ.get("GRAPHC_CONV", "").strip().lower()
+    if choice not in ("", "onednn", "gemm"):
+        raise ValueError(f"GRAPHC_CONV={choice!r}: expected onednn or gemm")
+    if choice == "gemm":
+        return "no oneDNN convolutions: GRAPHC_CONV=gemm"
+    if _library() is None or chosen() != "onednn":
+        return f"no oneDNN convolutions: {onednn_library()}" if onednn_library().startswith(
+            "no ") else "no oneDNN convolutions: GRAPHC_GEMM=openblas"
+    return ""
+
+
+def primitive(g: Geometry):
+    """The :class:`Primitive` for ``g``, or a sentence starting "no " saying why there is
+    none: no oneDNN (or not wanted, :func:`wanted`), or only its reference implementation
+    (slower than the GEMMs)."""
+    return wanted() or _primitive(g)
+
+
+@lru_cache(maxsize=None)
+def _primitive(g: Geometry):
+    lib = _library()
+    dll = lib.dll
+    image, kernel, bias, result = _descriptors(lib, g)
+    (top, bottom), (left, right) = g.padding
+    desc = _Handle()
+    status = dll.dnnl_convolution_forward_primitive_desc_create(
+        ctypes.byref(desc), lib.engine, _FORWARD_INFERENCE, _CONVOLUTION_DIRECT, image,
+        kernel, bias, result, _Dims(*g.stride), _Dims(*(d - 1 for d in g.dilation)),
+        _Dims(top, left), _Dims(bottom, right), _attributes(lib, g.activation, g.bounds))
+    if status != 0:
+        return f"no oneDNN convolution for {g} (dnnl status {status})"
+    name = ctypes.c_char_p()
+    lib.check(dll.dnnl_primitive_desc_query(desc, _QUERY_IMPLEMENTATION, 0, ctypes.byref(name)),
+              "query")
+    implementation = name.value.decode()
+    if implementation.startswith("ref"):
+        return f"no oneDNN convolution for {g} but its reference loops"
+    scratch = _Handle(dll.dnnl_primitive_desc_query_md(desc, _QUERY_SCRATCHPAD, 0))
+    if g.packed:         # the layout it chose
+        kernel = _Handle(dll.dnnl_primitive_desc_query_md(desc, _QUERY_WEIGHTS, 0))
+    handle = _Handle()
+    lib.check(dll.dnnl_primitive_create(ctypes.byref(handle), desc), "primitive")
+    return Primitive(handle, (image, kernel, bias, result, scratch),
+                     int(dll.dnnl_memory_desc_get_size(scratch)), implementation)
+
+
+def _layout_of(g: Geometry):
+    """The primitive of ``g`` without its activation (the one :func:`pack` lays a kernel
+    out for: a ReLU after it does not change the layout, :func:`same_layout`)."""
+    return primitive(replace(g, activation="", bounds=(0.0, 0.0), packed=True))
+
+
+def packed_elements(g: Geometry) -> int:
+    """The float32 elements of ``g``'s kernel packed (:func:`pack`), padding included.
+
+    Example: ``packed_elements(g) >= math.prod(g.kernel)``"""
+    p = _layout_of(g)
+    if isinstance(p, str):
+        raise ValueError(f"conv2d_nhwc: {p}")
+    return -(-int(_library().dll.dnnl_memory_desc_get_size(p.descriptors[1])) // 4)
+
+
+def same_layout(g: Geometry) -> bool:
+    """Whether the packed primitive of ``g`` reads the layout :func:`pack` makes."""
+    p, q = primitive(replace(g, packed=True)), _layout_of(g)
+    if isinstance(p, str) or isinstance(q, str):
+        return False
+    return bool(_library().dll.dnnl_memory_desc_equal(p.descriptors[1], q.descriptors[1]))
+
+
+def _reorder(source_md, source, target_md, target) -> None:
+    lib = _library()
+    dll = lib.dll
+    desc, handle = _Handle(), _Handle()
+    lib.check(dll.dnnl_reorder_primitive_desc_create(ctypes.byref(desc), source_md, lib.engine,
+                                                     target_md, lib.engine, None), "reorder")
+    lib.check(dll.dnnl_primitive_create(ctypes.byref(handle), desc), "reorder")
+    memories = [lib.memory(source_md, source.ctypes.data), lib.memory(target_md, target.ctypes.data)]
+    args = (_Arg * 2)(_Arg(_ARG_SRC, memories[0]), _Arg(_ARG_DST, memories[1]))
+    stream = lib.stream()
+    try:
+        lib.check(dll.dnnl_primitive_execute(handle, stream, 2, args), "reorder")
+        lib.check(dll.dnnl_stream_wait(stream), "reorder")
+    finally:
+        for memory in memories:
+            dll.dnnl_memory_destroy(memory)
+        dll.dnnl_primitive_destroy(handle)
+        dll.dnnl_primitive_desc_destroy(desc)
+
+
+def _oihw(lib: _Library, g: Geometry) -> _Handle:
+    """The descriptor of ``g``'s kernel as a conv2d's: ``(O, C/groups, kh, kw)``, C order."""
+    kh, kw, cg, o = g.kernel
+    if g.groups == 1:
+        return lib.strided((o, cg, kh, kw), (cg * kh * kw, kh * kw, kw, 1))
+    og = o // g.groups
+    return lib.strided((g.groups, og, cg, kh, kw),
+                       (og * cg * kh * kw, cg * kh * kw, kh * kw, kw, 1))
+
+
+def pack(g: Geometry, kernel: np.ndarray, out: np.ndarray = None) -> np.ndarray:
+    """A conv2d's float32 ``kernel`` ``(O, C/groups, kh, kw)`` for ``g``, laid out as its
+    primitive chose (:func:`packed_elements` elements, into ``out`` if given): blocked
+    so that the primitive reads whole vectors of it, which ran ResNet's deep 1x1
+    convolutions with their weights coming from memory 2x faster than HWIO (256 ->
+    1024 channels at 14x14: 1210 -> 630 us).
+
+    >>> g = Geometry((1, 4, 4, 8), (1, 1, 8, 16), (1, 4, 4, 16), (1, 1), ((0, 0), (0, 0)),
+    ...              (1, 1), 1, "")
+    >>> w = np.arange(128, dtype=np.float32).reshape(16, 8, 1, 1)
+    >>> wanted() != "" or np.array_equal(unpack(g, pack(g, w)), w)
+    True
+    """
+    lib = _library()
+    out = np.empty(packed_elements(g), np.float32) if out is None else out
+    out[...] = 0            # the layout's padding
+    _reorder(_oihw(lib, g), np.ascontiguousarray(kernel, np.float32),
+             _layout_of(g).descriptors[1], out)
+    return out
+
+
+def unpack(g: Geometry, packed: np.ndarray, out: np.ndarray = None) -> np.ndarray:
+    """The conv2d kernel ``(O, C/groups, kh, kw)`` of ``g`` from its :func:`pack` ed
+    layout (into ``out`` if given): the same bits."""
+    kh, kw, cg, o = g.kernel
+    lib = _library()
+    out = np.empty((o, cg, kh, kw), np.float32) if out is None else out
+    _reorder(_layout_of(g).descriptors[1], np.ascontiguousarray(packed), _oihw(lib, g), out)
+    return out
+
+
+def available(g: Geometry) -> bool:
+    """Whether oneDNN has a fast primitive for ``g`` (see :func:`primitive`).
+
+    Example: ``if available(g): kernel = BoundConv(primitive(g), x, w, b, y, scratch)``"""
+    return not isinstance(primitive(g), str)
+
+
+class BoundConv:
+    """A primitive bound to a node's arrays (float32, C-contiguous): calling it computes
+    ``out`` from ``image``, ``kernel``, ``bias`` on the calling thread's OpenMP team of
+    ``threads``, using ``scratch`` (a uint8 array of at least ``scratch_bytes``).
+
+    Example: ``BoundConv(primitive(g), x, w, b, y, scratch, threads=2)()``"""
+
+    def __init__(self, p: Primitive, image, kernel, bias, out, scratch, threads: int):
+        lib = _library()
+        arrays = (image, kernel, bias, out, scratch)
+        self._arrays = arrays          # the memories point into them: keep them alive
+        memories = [lib.memory(md, a.ctypes.data) for md, a in zip(p.descriptors, arrays)]
+        roles = (_ARG_SRC, _ARG_WEIGHTS, _ARG_BIAS, _ARG_DST, _ARG_SCRATCHPAD)
+        self._args = (_Arg * 5)(*(_Arg(r, m) for r, m in zip(roles, memories)))
+        self._memories = memories
+        self._handle, self._lib, self._threads = p.handle, lib, threads
+
+    def __call__(self) -> None:
+        dll = self._lib.dll
+        omp = self._lib.omp
+        threads = omp.omp_get_max_threads()
+        omp.omp_set_num_threads(self._threads)
+        # as around a GEMM block (gemm_libraries.block_call): lowering OpenBLAS's count
+        # puts its pool to sleep, which otherwise spins after each threaded call NumPy
+        # makes (a classifier's GEMV) and takes a core from this primitive's team
+        before = _sleep_blas(1)
+        try:
+            self._lib.check(dll.dnnl_primitive_execute(self._handle, self._lib.stream(), 5,
+                                                       self._args), "execution")
+        finally:
+            omp.omp_set_num_threads(threads)
+            _sleep_blas(before)
+
+    def __del__(self):
+        for memory in getattr(self, "_memories", ()):
+            self._lib.dll.dnnl_memory_destroy(memory)
+
+
+def _blas_threads():
+    """NumPy's OpenBLAS's ``openblas_set_num_threads_local``, or a stand-in."""
+    from .numba_gemm import blas_symbols
+    found = blas_symbols()
+    if isinstance(found, str):
+        return lambda count: count
+    return ctypes.CDLL(found[0]).openblas_set_num_threads_local
+
+
+_sleep_blas = _blas_threads()
+
+
+def reference(g: Geometry, image, kernel, bias) -> np.ndarray:
+    """The convolution of ``g`` by loops over taps in float64 (tests' reference).
+
+    >>> g = Geometry((1, 3, 3, 1), (3, 3, 1, 1), (1, 1, 1, 1), (1, 1), ((0, 0), (0, 0)),
+    ...              (1, 1), 1, "")
+    >>> float(reference(g, np.ones((1, 3, 3, 1)), np.ones((3, 3, 1, 1)), np.ones(1))[0, 0, 0, 0])
+    10.0
+    """
+    n, h, w, c = g.image
+    kh, kw, cg, o = g.kernel
+    _, oh, ow, _ = g.out
+    (top, bottom), (left, right) = g.padding
+    padded = np.zeros((n, h + top + bottom, w + left + right, c))
+    padded[:, top:top + h, left:left + w] = image
+    out = np.zeros(g.out) + np.asarray(bias, np.float64)
+    og = o // g.groups
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i * g.dilation[0], i * g.dilation[0] + (oh - 1) * g.stride[0] + 1,
+                         g.stride[0])
+            cols = slice(j * g.dilation[1], j * g.dilation[1] + (ow - 1) * g.stride[1] + 1,
+                         g.stride[1])
+            window = padded[:, rows, cols]
+            for k in range(g.groups):
+                out[..., k * og:(k + 1) * og] += (window[..., k * cg:(k + 1) * cg]
+                                                  @ kernel[i, j, :, k * og:(k + 1) * og])
+    if g.activation == "relu":
+        return np.maximum(out, 0)
+    return np.clip(out, *g.bounds) if g.activation == "clip" else out
+
+
+__all__ = ["ACTIVATIONS", "Geometry", "wanted", "packed_elements", "same_layout", "pack",
+           "unpack", "Primitive", "primitive", "available", "BoundConv",
+           "reference"]

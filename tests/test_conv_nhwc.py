@@ -1,0 +1,272 @@
+"""Convolutions on oneDNN's primitive, channels last (graphc.engine.onednn_conv, the
+``conv2d_nhwc`` op, the channels-last rewrite that makes it, and matrix-vector
+products on oneDNN next to it): the primitive and both kernels against a float64
+loop reference, the shape rule's errors, gradients against finite differences, and
+whole graphs against unoptimised evaluation, with biases and activations absorbed."""
+import threading
+
+import hypothesis.strategies as st
+import numpy as np
+import pytest
+from gradcheck import check_gradient, ns_of
+from hypothesis import given
+from numpy.testing import assert_allclose
+from opcheck import examples
+
+import graphc
+import graphc.ndarray as N
+from graphc.engine import onednn_conv
+from graphc.engine.cpu_kernels import GENERATED_KERNELS, KERNELS
+from graphc.engine.numba_kernels import available
+from graphc.engine.onednn_gemv import gemv_kernel
+from graphc.ops.conv_nhwc import MIN_GROUP_CHANNELS, NAME, geometry, takes
+from graphc.type import Op
+from graphc.type.errors import DTypeError, ShapeError
+
+needs_onednn = pytest.mark.skipif(available() is not None or onednn_conv.wanted() != "",
+                                  reason="no oneDNN convolutions here")
+
+
+def conv_op(stride=(1, 1), padding=((1, 1), (1, 1)), dilation=(1, 1), groups=1,
+            activation="", bounds=(0.0, 0.0), packed=()):
+    return Op.make(NAME, stride=stride, padding=padding, dilation=dilation, groups=groups,
+                   activation=activation, bounds=bounds, packed=packed)
+
+
+@st.composite
+def conv_cases(draw):
+    k = draw(st.sampled_from([1, 3, 5]))
+    stride, dilation = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    pads = (draw(st.integers(0, k // 2 + 1)), draw(st.integers(0, k // 2 + 1)))
+    span = (k - 1) * dilation + 1
+    h = draw(st.integers(max(1, span - sum(pads)), 9))
+    w = draw(st.integers(max(1, span - sum(pads)), 9))
+    groups = draw(st.sampled_from([1, 1, 2, 4]))
+    cg = draw(st.sampled_from([8, 12, 16]))
+    og = draw(st.sampled_from([1, 4, 8, 17]))
+    activation = draw(st.sampled_from(["", "relu", "clip"]))
+    op = conv_op((stride, stride), (pads, pads[::-1]), (dilation, dilation), groups,
+                 activation, (-0.5, 1.0) if activation == "clip" else (0.0, 0.0))
+    return dict(x=(draw(st.integers(1, 2)), h, w, cg * groups), w=(k, k, cg, og * groups),
+                op=op)
+
+
+def _arrays(case, seed, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    o = case["w"][3]
+    return [rng.standard_normal(s).astype(dtype) for s in (case["x"], case["w"], (o,))]
+
+
+def _shape(case):
+    node = ns_of(N)._op(NAME, [N.var("x", case["x"]), N.var("w", case["w"]),
+                              N.var("b", (case["w"][3],))], **case["op"].params())
+    return node.shape
+
+
+def _reference(case, x, w, b):
+    return onednn_conv.reference(geometry(case["op"], x.shape, w.shape, _shape(case)), x, w, b)
+
+
+@examples(30)
+@given(conv_cases(), st.integers(0, 2**16))
+def test_numpy_kernel_matches_the_loop_reference(case, seed):
+    x, w, b = _arrays(case, seed)
+    out = np.empty(_shape(case), np.float32)
+    KERNELS[NAME](case["op"], [x, w, b], out, None)()
+    assert_allclose(out, _reference(case, x, w, b), rtol=1e-5, atol=1e-4)
+
+
+@needs_onednn
+@examples(30)
+@given(conv_cases(), st.integers(0, 2**16), st.booleans())
+def test_onednn_kernel_matches_the_loop_reference(case, seed, parallel):
+    x, w, b = _arrays(case, seed)
+    out = np.full(_shape(case), np.nan, np.float32)
+    run = GENERATED_KERNELS[NAME](case["op"], [x, w, b], out, None, parallel)
+    assert run is not None, onednn_conv.primitive(geometry(case["op"], x.shape, w.shape,
+                                                           out.shape))
+    copies = [a.copy() for a in (x, w, b)]
+    run()
+    assert_allclose(out, _reference(case, x, w, b), rtol=1e-5, atol=1e-4)
+    for given_, kept in zip((x, w, b), copies):     # the inputs are only read
+        assert given_.tobytes() == kept.tobytes()
+
+
+@needs_onednn
+def test_onednn_kernel_declines_what_it_cannot_read():
+    op = conv_op()
+    x, w, b = np.ones((1, 4, 4, 8), np.float32), np.ones((3, 3, 8, 8), np.float32), \
+        np.ones(8, np.float32)
+    out = np.zeros((1, 4, 4, 8), np.float32)
+    strided = np.ones((1, 4, 8, 8), np.float32)[:, :, ::2]
+    assert GENERATED_KERNELS[NAME](op, [strided, w, b], out, None, True) is None
+    doubles = [a.astype(np.float64) for a in (x, w, b, out)]
+    assert GENERATED_KERNELS[NAME](op, doubles[:3], doubles[3], None, True) is None
+
+
+@pytest.mark.parametrize("x_shape,w_shape,b_shape,dtype,error,words", [
+    ((1, 4, 4), (3, 3, 4, 8), (8,), np.float32, ShapeError, "4-D (N, H, W, C)"),
+    ((1, 4, 4, 8), (3, 3, 8, 8), (4,), np.float32, ShapeError, "one per output channel"),
+    ((1, 2, 2, 8), (5, 5, 8, 8), (8,), np.float32, ShapeError, "larger than the padded"),
+    ((1, 4, 4, 8), (3, 3, 8, 8), (8,), np.int32, DTypeError, "floating-point"),
+])
+def test_shape_rule_names_the_op_and_what_it_expected(x_shape, w_shape, b_shape, dtype, error,
+                                                      words):
+    parents = [N.var(n, s, dtype) for n, s in zip("xwb", (x_shape, w_shape, b_shape))]
+    with pytest.raises(error, match=NAME) as raised:
+        ns_of(N)._op(NAME, parents, **conv_op().params())
+    assert words in str(raised.value)
+
+
+@pytest.mark.parametrize("activation,bounds,groups", [
+    ("", (0.0, 0.0), 1), ("relu", (0.0, 0.0), 2), ("clip", (-0.3, 0.4), 1)])
+def test_gradients_match_finite_differences(activation, bounds, groups):
+    rng = np.random.default_rng(5)
+    op = conv_op((2, 1), ((1, 0), (0, 1)), (1, 1), groups, activation, bounds)
+
+    def fn(M, x, w, b):
+        return ns_of(M)._op(NAME, [x, w, b], **op.params())
+    check_gradient(fn, rng.standard_normal((1, 5, 4, 4)), rng.standard_normal((3, 2, 4 // groups, 4)),
+                   rng.standard_normal(4))
+
+
+# -- the rewrite -------------------------------------------------------------------------------
+def _block_arrays(rng):
+    return [rng.standard_normal(s).astype(np.float32) * scale for s, scale in [
+        ((1, 16, 9, 9), 1.0), ((32, 16, 3, 3), 0.2), ((32, 1, 1), 0.1), ((32, 16, 3, 3), 0.2),
+        ((32, 1, 1), 0.1), ((24, 32, 1, 1), 0.2)]]
+
+
+def _compile_block(arrays, **options):
+    x = N.var("x", arrays[0].shape)
+    consts = [N.const(a) for a in arrays[1:]]
+    w3 = consts[4]
+    h = N.relu(N.conv2d(x, consts[0], padding=1) + consts[1])
+    h = N.clip(N.conv2d(h, consts[2], stride=2, padding=1, groups=2) + consts[3], 0.0, 6.0)
+    y = N.conv2d(h, w3) + N.conv2d(x, N.const(arrays[5][:, :16].copy()), stride=2)
+    return graphc.compile(inputs=[x], outputs=[y], **options)
+
+
+@needs_onednn
+def test_a_block_runs_on_onednn_with_biases_and_activations_absorbed():
+    arrays = _block_arrays(np.random.default_rng(0))
+    fast = _compile_block(arrays, kernels="generated", check=True)
+    plain = _compile_block(arrays, optimise=False, kernels="numpy")
+    steps = [n.op.kind for n in fast.liveness.steps]
+    convs = [n for n in fast.liveness.steps if n.op.kind == NAME]
+    assert "conv2d" not in steps and "relu" not in steps and "clip" not in steps, steps
+    assert sorted(c.op["activation"] for c in convs) == ["", "", "clip", "relu"]
+    x = arrays[0]
+    kept = x.copy()
+    got, want = fast.run(x=x)[0], plain.run(x=x)[0]
+    assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert x.tobytes() == kept.tobytes()
+
+
+@needs_onednn
+def test_mobile_blocks_stay_channels_last_between_the_boundaries():
+    """Inverted residual blocks (1x1, depthwise, 1x1, residual sum) on oneDNN's 1x1
+    convolutions and the depthwise kernel: one transpose in, one out, none between."""
+    from test_channels_last import block_arrays, inverted_residual
+    rng = np.random.default_rng(3)
+    blocks = [block_arrays(rng, hw=6)[1:] for _ in range(3)]
+    x = rng.standard_normal((1, 16, 6, 6)).astype(np.float32)
+
+    def build(M, xv):
+        for weights in blocks:
+            xv = inverted_residual(M, xv, *[N.const(a) for a in weights])
+        return M.mean(xv, axis=(2, 3))
+    xv = N.var("x", x.shape)
+    fast = graphc.compile(inputs=[xv], outputs=[build(N, xv)], kernels="generated")
+    plain = graphc.compile(inputs=[xv], outputs=[build(N, xv)], optimise=False)
+    steps = [n.op.kind for n in fast.liveness.steps]
+    assert steps.count(NAME) == 6 and steps.count("depthwise_conv2d_nhwc") == 3, steps
+    assert steps.count("transpose") <= 1 and "clip" not in steps, steps
+    assert_allclose(fast.run(x=x)[0], plain.run(x=x)[0], rtol=1e-4, atol=1e-5)
+
+
+@needs_onednn
+def test_the_source_graph_holds_packed_kernels_once_and_gives_their_bits():
+    from graphc.symbol.node import Deferred
+    arrays = _block_arrays(np.random.default_rng(6))
+    x = N.var("x", arrays[0].shape)
+    kernel = N.const(arrays[1].copy())
+    y = N.relu(N.conv2d(x, kernel, padding=1))
+    first = graphc.compile(inputs=[x], outputs=[y], kernels="generated")
+    assert type(kernel._value) is Deferred          # the compiled graph holds it packed
+    assert kernel.value.tobytes() == arrays[1].tobytes() and not kernel.value.flags.writeable
+    second = graphc.compile(inputs=[x], outputs=[y], kernels="generated")
+    plain = graphc.compile(inputs=[x], outputs=[y], optimise=False)
+    for exe in (first, second):
+        assert_allclose(exe.run(x=arrays[0])[0], plain.run(x=arrays[0])[0], rtol=1e-4,
+                        atol=1e-4)
+    shared = N.const(arrays[1].copy())              # read by a convolution and a product
+    both = graphc.compile(inputs=[x], outputs=[N.conv2d(x, shared, padding=1),
+                                               N.sum(x) * shared], kernels="generated")
+    assert type(shared._value) is not Deferred
+    assert_allclose(both.run(x=arrays[0])[1], arrays[0].sum(dtype=np.float64) * arrays[1],
+                    rtol=1e-4)
+
+
+@needs_onednn
+def test_graphc_conv_gemm_keeps_convolutions_on_the_gemms(monkeypatch):
+    monkeypatch.setenv("GRAPHC_CONV", "gemm")
+    arrays = _block_arrays(np.random.default_rng(1))
+    steps = [n.op.kind for n in _compile_block(arrays, kernels="generated").liveness.steps]
+    assert NAME not in steps
+    monkeypatch.setenv("GRAPHC_CONV", "winograd")
+    with pytest.raises(ValueError, match="GRAPHC_CONV"):
+        onednn_conv.wanted()
+
+
+@needs_onednn
+def test_what_the_rewrite_takes():
+    image = N.var("x", (1, 3, 16, 16))
+    stem = N.conv2d(image, N.const(np.ones((8, 3, 3, 3), np.float32)), padding=1)
+    assert 3 < MIN_GROUP_CHANNELS and not takes(stem)          # an image's channels
+    wide = N.var("y", (1, 16, 8, 8))
+    assert takes(N.conv2d(wide, N.const(np.ones((8, 16, 3, 3), np.float32))))
+    assert not takes(N.conv2d(wide, N.var("w", (8, 16, 3, 3))))  # a kernel that changes
+    doubles = N.var("z", (1, 16, 8, 8), np.float64)
+    assert not takes(N.conv2d(doubles, N.const(np.ones((8, 16, 3, 3)))))
+
+
+@needs_onednn
+def test_graphs_on_several_threads_at_once_stay_right():
+    arrays = _block_arrays(np.random.default_rng(2))
+    plain = _compile_block(arrays, optimise=False, kernels="numpy")
+    graphs = [_compile_block(arrays, kernels="generated") for _ in range(2)]
+    inputs = [np.random.default_rng(10 + i).standard_normal(arrays[0].shape).astype(np.float32)
+              for i in range(6)]
+    wants = [plain.run(x=x)[0].copy() for x in inputs]
+    errors = []
+
+    def work(graph):
+        for x, want in zip(inputs * 3, wants * 3):
+            got = graph.run(x=x)[0]
+            if not np.allclose(got, want, rtol=1e-4, atol=1e-4):
+                errors.append(float(np.abs(got - want).max()))
+    threads = [threading.Thread(target=work, args=(g,)) for g in graphs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+# -- matrix-vector products next to them -------------------------------------------------------
+@needs_onednn
+@pytest.mark.parametrize("m,k,n,transposed", [(1, 64, 40, False), (1, 33, 7, True),
+                                               (9, 20, 1, False), (1, 1, 1, False)])
+def test_matrix_vector_products_on_onednn(m, k, n, transposed):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = (np.ascontiguousarray(rng.standard_normal((n, k)).astype(np.float32)).T if transposed
+         else rng.standard_normal((k, n)).astype(np.float32))
+    out = np.full((m, n), np.nan, np.float32)
+    kernel = gemv_kernel(a, b, out, threads=2)
+    assert kernel is not None
+    kernel()
+    assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    assert gemv_kernel(a.astype(np.float64), b.astype(np.float64),
+                       out.astype(np.float64), threads=2) is None
