@@ -44,9 +44,10 @@ def conv_cases(draw):
     groups = draw(st.sampled_from([1, 1, 2, 4]))
     cg = draw(st.sampled_from([8, 12, 16]))
     og = draw(st.sampled_from([1, 4, 8, 17]))
-    activation = draw(st.sampled_from(["", "relu", "clip"]))
+    activation = draw(st.sampled_from(sorted(onednn_conv.ACTIVATIONS)))
+    bounds = {"clip": (-0.5, 1.0), "swish": (1.0, 0.0), "hardswish": (1 / 6, 0.5)}
     op = conv_op((stride, stride), (pads, pads[::-1]), (dilation, dilation), groups,
-                 activation, (-0.5, 1.0) if activation == "clip" else (0.0, 0.0))
+                 activation, bounds.get(activation, (0.0, 0.0)))
     return dict(x=(draw(st.integers(1, 2)), h, w, cg * groups), w=(k, k, cg, og * groups),
                 op=op)
 
@@ -206,6 +207,43 @@ def test_the_source_graph_holds_packed_kernels_once_and_gives_their_bits():
     assert type(shared._value) is not Deferred
     assert_allclose(both.run(x=arrays[0])[1], arrays[0].sum(dtype=np.float64) * arrays[1],
                     rtol=1e-4)
+
+
+@needs_onednn
+def test_an_inception_block_joins_its_branches_channels_last():
+    rng = np.random.default_rng(7)
+    x = N.var("x", (1, 16, 8, 8))
+    w = [N.const(rng.standard_normal(s).astype(np.float32) * 0.2)
+         for s in [(16, 16, 3, 3), (8, 16, 1, 1), (16, 24, 3, 3)]]
+    joined = N.concatenate([N.relu(N.conv2d(x, w[0], padding=1)), N.conv2d(x, w[1])], axis=1)
+    y = N.conv2d(joined, w[2], padding=1)
+    fast = graphc.compile(inputs=[x], outputs=[y], kernels="generated")
+    plain = graphc.compile(inputs=[x], outputs=[y], optimise=False)
+    steps = [n.op.kind for n in fast.liveness.steps]
+    assert steps.count("transpose") == 2 and steps.count(NAME) == 3, steps   # in and out
+    image = rng.standard_normal((1, 16, 8, 8)).astype(np.float32)
+    assert_allclose(fast.run(x=image)[0], plain.run(x=image)[0], rtol=1e-4, atol=1e-4)
+
+
+@needs_onednn
+@pytest.mark.parametrize("activation", ["swish", "hardswish"])
+def test_silu_and_hardswish_join_the_convolution(activation):
+    rng = np.random.default_rng(8)
+    x = N.var("x", (1, 16, 7, 7))
+    w = N.const(rng.standard_normal((24, 16, 3, 3)).astype(np.float32) * 0.2)
+    b = N.const(rng.standard_normal((24, 1, 1)).astype(np.float32))
+    y = N.conv2d(x, w, padding=1) + b
+    if activation == "swish":
+        out = y * N.sigmoid(y)
+    else:
+        out = y * N.clip(y * (1 / 6) + 0.5, 0.0, 1.0)
+    fast = graphc.compile(inputs=[x], outputs=[out], kernels="generated")
+    plain = graphc.compile(inputs=[x], outputs=[out], optimise=False)
+    convs = [n for n in fast.liveness.steps if n.op.kind == NAME]
+    assert [c.op["activation"] for c in convs] == [activation]
+    assert {n.op.kind for n in fast.liveness.steps} <= {NAME, "transpose"}
+    image = rng.standard_normal((1, 16, 7, 7)).astype(np.float32)
+    assert_allclose(fast.run(x=image)[0], plain.run(x=image)[0], rtol=1e-4, atol=1e-4)
 
 
 @needs_onednn

@@ -38,9 +38,11 @@ _TAG_ANY, _SCRATCHPAD_USER = 1, 1
 _ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS, _ARG_SCRATCHPAD = 1, 17, 33, 41, 80
 _QUERY_IMPLEMENTATION, _QUERY_WEIGHTS, _QUERY_SCRATCHPAD = 8, 131, 136
 #: the activations a primitive applies to its result before storing it (oneDNN's
-#: eltwise post-op kinds); ``""`` is none, ``"clip"`` clips to the geometry's
-#: ``bounds`` (ReLU6: ``(0, 6)``)
-ACTIVATIONS = {"": None, "relu": 0x20, "clip": 0x2f}
+#: eltwise post-op kinds) with the geometry's ``bounds`` as their ``(alpha, beta)``:
+#: ``""`` none, ``"clip"`` to ``(lo, hi)`` (ReLU6: ``(0, 6)``), ``"swish"`` ``y *
+#: sigmoid(alpha * y)`` (SiLU: ``(1, 0)``), ``"hardswish"`` ``y * clip(alpha * y +
+#: beta, 0, 1)`` (``(1/6, 1/2)``)
+ACTIVATIONS = {"": None, "relu": 0x20, "clip": 0x2f, "swish": 0x2c, "hardswish": 0x34}
 
 _Dims = ctypes.c_int64 * 12
 _Handle = ctypes.c_void_p
@@ -394,11 +396,28 @@ def reference(g: Geometry, image, kernel, bias) -> np.ndarray:
             for k in range(g.groups):
                 out[..., k * og:(k + 1) * og] += (window[..., k * cg:(k + 1) * cg]
                                                   @ kernel[i, j, :, k * og:(k + 1) * og])
-    if g.activation == "relu":
-        return np.maximum(out, 0)
-    return np.clip(out, *g.bounds) if g.activation == "clip" else out
+    return activate(out, g.activation, g.bounds)
+
+
+def activate(y: np.ndarray, activation: str, bounds) -> np.ndarray:
+    """``y`` with the :data:`ACTIVATIONS` entry ``activation`` applied (in place where
+    it can: a new array for the gated ones), as the primitive applies it.
+
+    >>> np.round(activate(np.array([-1.0, 2.0]), "hardswish", (1 / 6, 0.5)), 6).tolist()
+    [-0.333333, 1.666667]
+    """
+    alpha, beta = bounds
+    if activation == "relu":
+        return np.maximum(y, 0, out=y)
+    if activation == "clip":
+        return np.clip(y, alpha, beta, out=y)
+    if activation == "swish":
+        return y / (1 + np.exp(-alpha * y))
+    if activation == "hardswish":
+        return y * np.clip(alpha * y + beta, 0, 1)
+    return y
 
 
 __all__ = ["ACTIVATIONS", "Geometry", "wanted", "packed_elements", "same_layout", "pack",
-           "unpack", "Primitive", "primitive", "available", "BoundConv",
+           "unpack", "activate", "Primitive", "primitive", "available", "BoundConv",
            "reference"]

@@ -7,8 +7,9 @@ The optimiser makes it (:mod:`graphc.optimiser.channels_last`) from a float32
 ``conv2d`` with a constant kernel, where the generated kernels run and oneDNN has a
 fast implementation for the geometry (:func:`takes`): the images ``(N, H, W, C)``,
 the kernel ``(kh, kw, C / groups, O)`` (HWIO), the bias ``(O,)``, the result ``(N, OH,
-OW, O)``; the ``conv2d``'s attributes, ``activation`` (``""``, ``"relu"`` or
-``"clip"``) and ``bounds`` (``(lo, hi)`` of a clip). A user's graph never holds it.
+OW, O)``; the ``conv2d``'s attributes, ``activation`` (a key of
+:data:`graphc.engine.onednn_conv.ACTIVATIONS`) and ``bounds`` (its ``(alpha, beta)``: a
+clip's ``(lo, hi)``). A user's graph never holds it.
 
 >>> import numpy as np
 >>> from graphc.type import Op
@@ -25,6 +26,7 @@ import numpy as np
 
 from ..algodiff.common import wants
 from ..engine.cpu_kernels import KERNELS, work_array
+from ..engine.onednn_conv import activate
 from ..optimiser.lowering import NATIVE_CONVOLUTIONS
 from ..shape.neural import conv_output_shape, float_input
 from ..type.errors import ShapeError
@@ -100,10 +102,8 @@ def _kernel(op, ins, out, ctx):
         np.copyto(image, x.transpose(TO_NCHW))
         conv()
         np.add(result.transpose(TO_NHWC), b, out=out)
-        if op["activation"] == "relu":
-            np.maximum(out, 0, out=out)
-        elif op["activation"] == "clip":
-            np.clip(out, *op["bounds"], out=out)
+        if op["activation"]:
+            out[...] = activate(out, op["activation"], op["bounds"])
     return run
 
 
@@ -180,6 +180,9 @@ def _grad(ns, op, inputs, output, g, needs=None):
         lo, hi = op["bounds"]
         inside = ns.logical_and(ns.greater(output, lo), ns.less(output, hi))
         g = g * ns.astype(inside, g.dtype)
+    elif op["activation"]:
+        raise NotImplementedError(f"{NAME}: no gradient through a fused {op['activation']} "
+                                  "(the optimiser fuses it into inference graphs only)")
     kh, kw, cg, o = w.shape
     conv = dict(stride=op["stride"], padding=op["padding"], dilation=op["dilation"],
                 groups=op["groups"])

@@ -44,6 +44,7 @@ import numpy as np
 from ..type.kinds import is_elementwise, is_leaf
 from ..type.op import Op
 from .build import make, make_const
+from .conv_activations import ABSORBING, absorbed
 from .lowering import NodeNamespace, native_conv
 from .rewriter import Pass
 
@@ -62,8 +63,6 @@ MIN_CHANNELS_VECTOR = {(3, 3): 24, (5, 5): 24}
 TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
 _DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 _REDUCTIONS = frozenset({"mean", "sum", "max", "min"})
-#: the activations a ``conv2d_nhwc`` applies itself (oneDNN post-ops)
-_ACTIVATIONS = frozenset({"relu", "clip"})
 
 
 def _transposed(node, axes) -> bool:
@@ -253,7 +252,7 @@ def _convert_native(node, ctx):
     ``transpose(conv2d_nhwc(x', W'), NCHW)``: ``W'`` its constant kernel packed in the
     layout oneDNN's primitive reads (``conv2d_nhwc_pack``, folded once; the compiled
     graph then holds the weights once, packed: ``graphc.compile``), a zero bias that the
-    bias added next joins (:func:`_absorbed`)."""
+    bias added next joins (:func:`.conv_activations.absorbed`)."""
     x, w = node.parents
     ns = NodeNamespace(node)
     bias = make_const(node, np.zeros(w.shape[0], node.dtype))
@@ -272,33 +271,6 @@ def _convert_native(node, ctx):
     return make(node, Op.make("transpose", axes=TO_NCHW), [y])
 
 
-def _absorbed(node, ctx):
-    """``conv2d_nhwc(...) + b`` (``b`` per channel) -> ``conv2d_nhwc`` with ``b`` added to
-    its bias; ``relu`` or ``clip`` of a ``conv2d_nhwc`` -> the same applying it (a
-    post-op of oneDNN's primitive); where nothing else reads the convolution."""
-    kind = node.op.kind
-    convs = [p for p in node.parents if p.op.kind == "conv2d_nhwc" and ctx.uses(p) == 1
-             and p.shape == node.shape and not p.op["activation"]]
-    if not convs or node.dtype != np.float32:
-        return None
-    conv = convs[0]
-    if kind in _ACTIVATIONS:
-        attrs = dict(conv.op.params(), activation=kind)
-        if kind == "clip":
-            if node.op.get("lo") is None or node.op.get("hi") is None:
-                return None
-            attrs["bounds"] = (float(node.op["lo"]), float(node.op["hi"]))
-        return make(node, Op.make("conv2d_nhwc", **attrs), conv.parents)
-    (other,) = [p for p in node.parents if p is not conv] or [None]
-    channels = node.shape[-1]
-    if kind != "add" or other is None or other.dtype != np.float32 or math.prod(
-            other.shape) != channels or (other.shape and other.shape[-1] != channels):
-        return None
-    ns = NodeNamespace(node)
-    x, w, bias = conv.parents
-    return make(node, conv.op, [x, w, ns.add(bias, ns.reshape(other, (channels,)))])
-
-
 # -- downwards: the transposes back to NCHW pass on ------------------------------------------
 def _elementwise_down(node):
     """``e(transpose(a), b...)`` -> ``transpose(e(a, b'...))``: every other operand ``b`` a
@@ -315,6 +287,18 @@ def _elementwise_down(node):
         transposed = _transposed(p, TO_NCHW) and len(p.shape) == 4
         operands.append(p.parents[0] if transposed else _broadcast_nhwc(p, ns))
     return ns.transpose(make(node, node.op, operands), TO_NCHW)
+
+
+def _concatenate_down(node):
+    """``concatenate(transpose(z1), transpose(z2)..., axis=1)`` of images -> ``transpose(
+    concatenate(z1, z2..., axis=3))``: an inception block's or a dense block's branches
+    joined channels last, so the next convolution reads them without a transpose."""
+    axis = node.op["axis"]
+    if (len(node.shape) != 4 or axis is None or axis % 4 != 1
+            or not all(_transposed(p, TO_NCHW) for p in node.parents)):
+        return None
+    joined = make(node, Op.make("concatenate", axis=3), [p.parents[0] for p in node.parents])
+    return NodeNamespace(node).transpose(joined, TO_NCHW)
 
 
 def _reshape_down(node):
@@ -406,10 +390,12 @@ def _rewrite(node, ctx):
         if not depthwise(node) and native_conv(node):
             return _convert_native(node, ctx)
         return _pointwise_down(node)
-    if kind == "add" or kind in _ACTIVATIONS:
-        made = _absorbed(node, ctx)
+    if kind in ABSORBING:
+        made = absorbed(node, ctx)
         if made is not None:
             return made
+    if kind == "concatenate":
+        return _concatenate_down(node)
     if kind == "reshape":
         made = _reshape_down(node)
         return made if made is not None else _product_down(node, ctx)

@@ -1,0 +1,146 @@
+"""What a ``conv2d_nhwc`` (oneDNN's convolution primitive) takes into itself: the bias
+added to its result, and the activation applied to it, as the primitive's bias and
+eltwise post-op, so the result is written once, finished.
+
+The activations, as they reach the optimiser from ``graphc.ndarray`` or ONNX, by the
+table :data:`GATES` and the kinds of :data:`PLAIN`:
+
+- ``relu(y)``, ``clip(y, lo, hi)`` (ReLU6: MobileNetV2);
+- ``y * sigmoid(y)`` (SiLU: EfficientNet) -> ``"swish"``;
+- ``y * clip(y * (1/6) + 0.5, 0, 1)`` (hardswish: MobileNetV3, ONNX's ``HardSwish``) ->
+  ``"hardswish"``.
+
+Each applies where nothing but the activation reads the convolution (SiLU and
+hardswish read it twice, both inside the pattern).
+
+>>> import numpy as np, graphc.ndarray as N
+>>> sorted(ABSORBING)
+['add', 'clip', 'multiply', 'relu']
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..type.op import Op
+from .build import make
+from .lowering import NodeNamespace
+
+NAME = "conv2d_nhwc"
+#: activations one op applies to the convolution's result: kind -> the post-op's
+#: ``(alpha, beta)`` from the op (a clip's bounds)
+PLAIN = {"relu": lambda op: (0.0, 0.0),
+         "clip": lambda op: (op.get("lo"), op.get("hi"))}
+
+
+def _conv(node, ctx, uses: int):
+    """``node`` if it is a float32 ``conv2d_nhwc`` with no activation yet that exactly
+    ``uses`` readers read, else ``None``."""
+    if (node.op.kind == NAME and not node.op["activation"] and ctx.uses(node) == uses
+            and node.dtype == np.float32):
+        return node
+    return None
+
+
+def _scalar(node):
+    """The float value of a scalar constant, else ``None``."""
+    if node.op.kind != "const" or node.value is None or node.value.size != 1:
+        return None
+    return float(node.value.reshape(()))
+
+
+def _swish(node, ctx):
+    """``y * sigmoid(y)`` -> ``(y, (1, 0))``."""
+    for y, gate in (node.parents, node.parents[::-1]):
+        if (gate.op.kind == "sigmoid" and gate.parents[0] is y and ctx.uses(gate) == 1
+                and _conv(y, ctx, 2) is not None):
+            return y, (1.0, 0.0)
+    return None
+
+
+def _scale_shift(node, ctx, y):
+    """``(a, b)`` where ``node``, read once, is ``y * a + b`` (``a * y`` too), as an
+    ``add`` of a ``multiply`` or as the ``fma`` the optimiser makes of one."""
+    if ctx.uses(node) != 1:
+        return None
+    if node.op.kind == "fma":
+        for x, slope in (node.parents[:2], node.parents[1::-1]):
+            if x is y and None not in (_scalar(slope), _scalar(node.parents[2])):
+                return _scalar(slope), _scalar(node.parents[2])
+        return None
+    if node.op.kind != "add":
+        return None
+    for scaled, offset in (node.parents, node.parents[::-1]):
+        if scaled.op.kind != "multiply" or ctx.uses(scaled) != 1 or _scalar(offset) is None:
+            continue
+        for x, slope in (scaled.parents, scaled.parents[::-1]):
+            if x is y and _scalar(slope) is not None:
+                return _scalar(slope), _scalar(offset)
+    return None
+
+
+def _hardswish(node, ctx):
+    """``y * clip(y * a + b, 0, 1)`` -> ``(y, (a, b))``."""
+    for y, gate in (node.parents, node.parents[::-1]):
+        if (gate.op.kind == "clip" and ctx.uses(gate) == 1 and gate.op.get("lo") == 0.0
+                and gate.op.get("hi") == 1.0 and _conv(y, ctx, 2) is not None):
+            found = _scale_shift(gate.parents[0], ctx, y)
+            if found is not None:
+                return y, found
+    return None
+
+
+#: ``multiply`` patterns that are one activation of a convolution: name -> matcher
+#: ``(node, ctx) -> (the convolution, (alpha, beta)) or None``
+GATES = {"swish": _swish, "hardswish": _hardswish}
+#: the kinds :func:`absorbed` may rewrite
+ABSORBING = frozenset({"add", "multiply"}) | frozenset(PLAIN)
+
+
+def _with_activation(node, conv, activation, parameters):
+    attrs = dict(conv.op.params(), activation=activation,
+                 bounds=tuple(float(v) for v in parameters))
+    return make(node, Op.make(NAME, **attrs), conv.parents)
+
+
+def absorbed(node, ctx):
+    """``node`` as a ``conv2d_nhwc`` that computes it whole (see the module), or
+    ``None``.
+
+    Example: ``absorbed(relu_node, ctx)`` -> the convolution with its ReLU"""
+    if node.dtype != np.float32:
+        return None
+    kind = node.op.kind
+    if kind in PLAIN:
+        conv = _conv(node.parents[0], ctx, 1)
+        parameters = PLAIN[kind](node.op)
+        if conv is None or None in parameters:
+            return None
+        return _with_activation(node, conv, kind, parameters)
+    if kind == "multiply":
+        for activation, match in GATES.items():
+            found = match(node, ctx)
+            if found is not None:
+                return _with_activation(node, found[0], activation, found[1])
+        return None
+    return _bias(node, ctx) if kind == "add" else None
+
+
+def _bias(node, ctx):
+    """``conv2d_nhwc(...) + b``, ``b`` per channel -> the same with ``b`` added to its bias."""
+    convs = [p for p in node.parents if _conv(p, ctx, 1) is not None and p.shape == node.shape]
+    if not convs:
+        return None
+    conv = convs[0]
+    (other,) = [p for p in node.parents if p is not conv] or [None]
+    channels = node.shape[-1]
+    if (other is None or other.dtype != np.float32 or math.prod(other.shape) != channels
+            or (other.shape and other.shape[-1] != channels)):
+        return None
+    ns = NodeNamespace(node)
+    x, w, bias = conv.parents
+    return make(node, conv.op, [x, w, ns.add(bias, ns.reshape(other, (channels,)))])
+
+
+__all__ = ["ABSORBING", "GATES", "PLAIN", "absorbed"]
