@@ -34,9 +34,10 @@ from ..type.op import Op
 from .definition import OpDef, Refused, define
 
 NAME = "conv2d_nhwc"
-#: the fewest input channels per group oneDNN's primitive takes: an image's 3 channels
-#: (a stem) ran 2-3x slower there than on im2col and a GEMM (ResNet's 7x7: 3.1-4.8
-#: against 1.5 ms)
+#: the fewest input channels per group oneDNN's primitive takes, but in a depthwise
+#: convolution (one per group, its "brdgmm_dw" kernel: 28x28x72 5x5 24 us against 58 for
+#: the generated one, 7x7x576 12 against 27): an image's 3 channels (a stem) ran 2-3x
+#: slower there than on im2col and a GEMM (ResNet's 7x7: 3.1-4.8 against 1.5 ms)
 MIN_GROUP_CHANNELS = 8
 TO_NCHW, TO_NHWC, OIHW_TO_HWIO = (0, 3, 1, 2), (0, 2, 3, 1), (2, 3, 1, 0)
 
@@ -157,7 +158,8 @@ def takes(node) -> bool:
     if (node.op.kind != "conv2d" or node.dtype != np.float32 or len(x.shape) != 4
             or w.op.kind != "const" or x.dtype != np.float32):
         return False
-    if w.shape[1] < MIN_GROUP_CHANNELS:
+    depthwise = w.shape[1] == 1 and node.op["groups"] == x.shape[1]
+    if w.shape[1] < MIN_GROUP_CHANNELS and not depthwise:
         return False
     from ..engine import onednn_conv
     op = Op.make(NAME, stride=node.op["stride"], padding=node.op["padding"],

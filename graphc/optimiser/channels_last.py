@@ -29,7 +29,7 @@ differ in the last bits).
 >>> import numpy as np, graphc.ndarray as N
 >>> from graphc.optimiser.rewriter import rewrite
 >>> x = N.var("x", (1, 64, 8, 8))
->>> w = N.const(np.ones((64, 1, 3, 3), np.float32))
+>>> w = N.var("w", (64, 1, 3, 3))     # a kernel that changes: not oneDNN's (conv_nhwc)
 >>> y = N.relu(N.conv2d(N.relu(x), w, padding=1, groups=64))
 >>> out = rewrite([y], CHANNELS_LAST.function)[0][0]
 >>> out.op.kind, out.parents[0].op.kind, out.parents[0].parents[0].op.kind
@@ -385,10 +385,10 @@ def _reduction_down(node):
 def _rewrite(node, ctx):
     kind = node.op.kind
     if kind == "conv2d":
+        if native_conv(node):
+            return _convert_native(node, ctx)
         if depthwise(node) and (_wide(node) or _free_nhwc(node.parents[0], ctx)):
             return _convert(node, ctx)
-        if not depthwise(node) and native_conv(node):
-            return _convert_native(node, ctx)
         return _pointwise_down(node)
     if kind in ABSORBING:
         made = absorbed(node, ctx)
