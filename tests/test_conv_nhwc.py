@@ -294,11 +294,18 @@ def test_graphs_on_several_threads_at_once_stay_right():
     assert errors == []
 
 
+def _block_runs_on_onednn():
+    arrays = _block_arrays(np.random.default_rng(9))
+    _compile_block(arrays, kernels="generated").run(x=arrays[0])
+
+
 # -- matrix-vector products next to them -------------------------------------------------------
 @needs_onednn
 @pytest.mark.parametrize("m,k,n,transposed", [(1, 64, 40, False), (1, 33, 7, True),
                                                (9, 20, 1, False), (1, 1, 1, False)])
 def test_matrix_vector_products_on_onednn(m, k, n, transposed):
+    _block_runs_on_onednn()         # GEMVs go to oneDNN once a process binds a convolution
+    assert onednn_conv.in_use()
     rng = np.random.default_rng(4)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = (np.ascontiguousarray(rng.standard_normal((n, k)).astype(np.float32)).T if transposed

@@ -5,8 +5,8 @@ block) to OpenBLAS's GEMV on OpenBLAS's own threads, which then spin for a while
 waiting for more work. Next to the generated kernels' OpenMP team that is two pools
 for two cores: measured, a 3x3 oneDNN convolution after a classifier's 1 x 2048 x
 1000 GEMV took 6.9 ms instead of 1.1, and ResNet50 ran in 140 ms instead of 45.
-Where :mod:`.onednn_conv`'s primitives run (:func:`.onednn_conv.wanted`), such
-products run here instead, on the calling thread's OpenMP team (the same threads as
+Where :mod:`.onednn_conv`'s primitives run (:func:`.onednn_conv.wanted` and
+:func:`.onednn_conv.in_use`), such products run here instead, on the calling thread's OpenMP team (the same threads as
 the convolutions and the generated kernels), so no second pool ever wakes.
 
 >>> import numpy as np
@@ -51,11 +51,13 @@ class _Gemv:
 def gemv_kernel(a, b, out, threads: int):
     """``out = a @ b`` for 2-D float32 operands, one of ``a``'s rows or ``b``'s columns
     being 1, on oneDNN's ``dnnl_sgemm``; ``None`` where oneDNN convolutions do not run
-    (:func:`.onednn_conv.wanted`) or the operands are not float32 matrices BLAS reads.
+    (:func:`.onednn_conv.wanted`, :func:`.onednn_conv.in_use`: a graph's convolutions
+    are built before its classifier) or the operands are not float32 matrices BLAS
+    reads.
 
     Example: ``gemv_kernel(x, w, y, threads=2)()`` fills ``y``."""
-    from .onednn_conv import _library, wanted
-    if (wanted() or a.ndim != 2 or b.ndim != 2 or out.ndim != 2
+    from .onednn_conv import _library, in_use, wanted
+    if (wanted() or not in_use() or a.ndim != 2 or b.ndim != 2 or out.ndim != 2
             or not a.dtype == b.dtype == out.dtype == np.float32 or out.size == 0
             or a.shape[1] == 0):
         return None
