@@ -127,8 +127,8 @@ def test_gradients_match_finite_differences(activation, bounds, groups):
 
     def fn(M, x, w, b):
         return ns_of(M)._op(NAME, [x, w, b], **op.params())
-    check_gradient(fn, rng.standard_normal((1, 5, 4, 4)), rng.standard_normal((3, 2, 4 // groups, 4)),
-                   rng.standard_normal(4))
+    check_gradient(fn, rng.standard_normal((1, 5, 4, 4)),
+                   rng.standard_normal((3, 2, 4 // groups, 4)), rng.standard_normal(4))
 
 
 # -- the rewrite -------------------------------------------------------------------------------

@@ -259,7 +259,8 @@ def _reorder(source_md, source, target_md, target) -> None:
     lib.check(dll.dnnl_reorder_primitive_desc_create(ctypes.byref(desc), source_md, lib.engine,
                                                      target_md, lib.engine, None), "reorder")
     lib.check(dll.dnnl_primitive_create(ctypes.byref(handle), desc), "reorder")
-    memories = [lib.memory(source_md, source.ctypes.data), lib.memory(target_md, target.ctypes.data)]
+    memories = [lib.memory(source_md, source.ctypes.data),
+                lib.memory(target_md, target.ctypes.data)]
     args = (_Arg * 2)(_Arg(_ARG_SRC, memories[0]), _Arg(_ARG_DST, memories[1]))
     stream = lib.stream()
     try:

@@ -6,8 +6,9 @@ waiting for more work. Next to the generated kernels' OpenMP team that is two po
 for two cores: measured, a 3x3 oneDNN convolution after a classifier's 1 x 2048 x
 1000 GEMV took 6.9 ms instead of 1.1, and ResNet50 ran in 140 ms instead of 45.
 Where :mod:`.onednn_conv`'s primitives run (:func:`.onednn_conv.wanted` and
-:func:`.onednn_conv.in_use`), such products run here instead, on the calling thread's OpenMP team (the same threads as
-the convolutions and the generated kernels), so no second pool ever wakes.
+:func:`.onednn_conv.in_use`), such products run here instead, on the calling
+thread's OpenMP team (the same threads as the convolutions and the generated kernels),
+so no second pool ever wakes.
 
 >>> import numpy as np
 >>> a, b, out = np.ones((1, 3), np.float32), np.ones((3, 2), np.float32), np.empty((1, 2),

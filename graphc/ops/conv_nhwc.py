@@ -207,15 +207,6 @@ def _grad(ns, op, inputs, output, g, needs=None):
 PACK = "conv2d_nhwc_pack"
 
 
-def pack_op(conv_op, x_shape, w_shape, out_shape) -> Op:
-    """The ``conv2d_nhwc_pack`` op laying out a conv2d's kernel (``(O, C/groups, kh,
-    kw)``) for the ``conv2d_nhwc`` of ``conv_op`` from ``x_shape`` to ``out_shape``;
-    ``w_shape`` is the kernel's HWIO shape."""
-    return Op.make(PACK, image=tuple(x_shape), out=tuple(out_shape), stride=conv_op["stride"],
-                   padding=conv_op["padding"], dilation=conv_op["dilation"],
-                   groups=conv_op["groups"], kernel=tuple(w_shape))
-
-
 def _pack_geometry(op):
     conv = Op.make(NAME, stride=op["stride"], padding=op["padding"], dilation=op["dilation"],
                    groups=op["groups"], activation="", bounds=(0.0, 0.0), packed=())
@@ -251,7 +242,8 @@ def _pack_grad(ns, op, inputs, output, g, needs=None):
                               "only, after differentiation)")
 
 
-define(OpDef(PACK, "neural", 1, None, relayout=_unpack, shape=_pack_rule, kernel=_pack_kernel, grad=_pack_grad,
+define(OpDef(PACK, "neural", 1, None, relayout=_unpack, shape=_pack_rule, kernel=_pack_kernel,
+             grad=_pack_grad,
              names=(), onnx=Refused("made by the optimiser's channels-last rewrite; export "
                                     "the graph as written (Executable.source)")))
 define(OpDef(NAME, "neural", 3, None, shape=_rule, kernel=_kernel, generated=_generated,
@@ -260,4 +252,5 @@ define(OpDef(NAME, "neural", 3, None, shape=_rule, kernel=_kernel, generated=_ge
                           "as written (Executable.source)")))
 NATIVE_CONVOLUTIONS.append(takes)
 
-__all__ = ["NAME", "PACK", "pack_op", "kernel_shape", "MIN_GROUP_CHANNELS", "as_conv2d", "geometry", "takes"]
+__all__ = ["NAME", "PACK", "kernel_shape", "MIN_GROUP_CHANNELS", "as_conv2d", "geometry",
+           "takes"]
