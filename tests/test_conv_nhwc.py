@@ -264,6 +264,8 @@ def test_what_the_rewrite_takes():
     assert 3 < MIN_GROUP_CHANNELS and not takes(stem)          # an image's channels
     depthwise = N.var("d", (1, 4, 8, 8))                         # but one per group
     assert takes(N.conv2d(depthwise, N.const(np.ones((4, 1, 3, 3), np.float32)), groups=4))
+    gray = N.var("g", (1, 1, 8, 8))                               # one channel is no group
+    assert not takes(N.conv2d(gray, N.const(np.ones((8, 1, 3, 3), np.float32))))
     wide = N.var("y", (1, 16, 8, 8))
     assert takes(N.conv2d(wide, N.const(np.ones((8, 16, 3, 3), np.float32))))
     assert not takes(N.conv2d(wide, N.var("w", (8, 16, 3, 3))))  # a kernel that changes

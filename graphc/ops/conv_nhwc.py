@@ -158,7 +158,7 @@ def takes(node) -> bool:
     if (node.op.kind != "conv2d" or node.dtype != np.float32 or len(x.shape) != 4
             or w.op.kind != "const" or x.dtype != np.float32):
         return False
-    depthwise = w.shape[1] == 1 and node.op["groups"] == x.shape[1]
+    depthwise = w.shape[1] == 1 and node.op["groups"] == x.shape[1] > 1
     if w.shape[1] < MIN_GROUP_CHANNELS and not depthwise:
         return False
     from ..engine import onednn_conv
