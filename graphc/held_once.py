@@ -10,10 +10,10 @@ bits, made again when read), wherever nothing else the compiled graph holds read
 the original's memory. A caller's own array is never touched: where the caller still
 holds it, it stays as it was, and only graphc's reference goes.
 
->>> import numpy as np, graphc, graphc.ndarray as N
+>>> import graphc, graphc.ndarray as N
 >>> x = N.var("x", (2,))
->>> hold_once(graphc.compile(inputs=[x], outputs=[x * 2.0]).source,
-...           graphc.compile(inputs=[x], outputs=[x * 2.0]).graph)
+>>> exe = graphc.compile(inputs=[x], outputs=[x * 2.0])    # no constant relaid out
+>>> hold_once(exe.source, exe.graph)
 0
 """
 from __future__ import annotations

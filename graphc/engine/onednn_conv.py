@@ -5,10 +5,11 @@ just-in-time convolution kernels that read images channels last and never build
 im2col's columns ("brgconv" and "jit" implementations for AVX-512 and AVX2). On this
 2-core Zen 4 machine they ran ResNet's convolutions 1.3-2x faster than im2col plus a
 GEMM (3x3, 64 channels at 56x56: 1330 -> 990 us; 512 at 7x7: 1680 -> 860; regnet's
-grouped 320 at 14x14: 228 -> 81). The kernel (``kh, kw, C/groups, O``: HWIO, which
-its implementations read directly) and the bias are the graph's; the scratchpad the
-primitive needs is the caller's (the engine's planned workspace), so nothing outside
-the plan is allocated and two graphs running at once share nothing.
+grouped 320 at 14x14: 228 -> 81). The kernel is HWIO (``kh, kw, C/groups, O``), or
+packed in the layout the primitive chooses (:func:`pack`, what graphs use); it and
+the bias are the graph's; the scratchpad the primitive needs is the caller's (the
+engine's planned workspace), so nothing outside the plan is allocated and two graphs
+running at once share nothing.
 
 :func:`primitive` makes (once per geometry, cached) the primitive for a
 :class:`Geometry`, or says why not: no oneDNN, or no implementation but oneDNN's
@@ -150,7 +151,8 @@ def _attributes(lib: _Library, activation: str, bounds) -> _Handle:
     dll = lib.dll
     attr = _Handle()
     lib.check(dll.dnnl_primitive_attr_create(ctypes.byref(attr)), "attributes")
-    lib.check(dll.dnnl_primitive_attr_set_scratchpad_mode(attr, _SCRATCHPAD_USER), "scratchpad")
+    lib.check(dll.dnnl_primitive_attr_set_scratchpad_mode(attr, _SCRATCHPAD_USER),
+              "scratchpad")
     if ACTIVATIONS[activation] is not None:
         post = _Handle()
         lib.check(dll.dnnl_post_ops_create(ctypes.byref(post)), "post-ops")
@@ -187,10 +189,9 @@ def wanted() -> str:
         raise ValueError(f"GRAPHC_CONV={choice!r}: expected onednn or gemm")
     if choice == "gemm":
         return "no oneDNN convolutions: GRAPHC_CONV=gemm"
-    if _library() is None or chosen() != "onednn":
-        return f"no oneDNN convolutions: {onednn_library()}" if onednn_library().startswith(
-            "no ") else "no oneDNN convolutions: GRAPHC_GEMM=openblas"
-    return ""
+    if _library() is None:
+        return f"no oneDNN convolutions: {onednn_library()}"
+    return "" if chosen() == "onednn" else "no oneDNN convolutions: GRAPHC_GEMM=openblas"
 
 
 def primitive(g: Geometry):
@@ -214,8 +215,8 @@ def _primitive(g: Geometry):
     if status != 0:
         return f"no oneDNN convolution for {g} (dnnl status {status})"
     name = ctypes.c_char_p()
-    lib.check(dll.dnnl_primitive_desc_query(desc, _QUERY_IMPLEMENTATION, 0, ctypes.byref(name)),
-              "query")
+    lib.check(dll.dnnl_primitive_desc_query(desc, _QUERY_IMPLEMENTATION, 0,
+                                            ctypes.byref(name)), "query")
     implementation = name.value.decode()
     if implementation.startswith("ref"):
         return f"no oneDNN convolution for {g} but its reference loops"
@@ -256,8 +257,8 @@ def _reorder(source_md, source, target_md, target) -> None:
     lib = _library()
     dll = lib.dll
     desc, handle = _Handle(), _Handle()
-    lib.check(dll.dnnl_reorder_primitive_desc_create(ctypes.byref(desc), source_md, lib.engine,
-                                                     target_md, lib.engine, None), "reorder")
+    lib.check(dll.dnnl_reorder_primitive_desc_create(
+        ctypes.byref(desc), source_md, lib.engine, target_md, lib.engine, None), "reorder")
     lib.check(dll.dnnl_primitive_create(ctypes.byref(handle), desc), "reorder")
     memories = [lib.memory(source_md, source.ctypes.data),
                 lib.memory(target_md, target.ctypes.data)]
@@ -361,32 +362,15 @@ class BoundConv:
         omp = self._lib.omp
         threads = omp.omp_get_max_threads()
         omp.omp_set_num_threads(self._threads)
-        # as around a GEMM block (gemm_libraries.block_call): lowering OpenBLAS's count
-        # puts its pool to sleep, which otherwise spins after each threaded call NumPy
-        # makes (a classifier's GEMV) and takes a core from this primitive's team
-        before = _sleep_blas(1)
         try:
             self._lib.check(dll.dnnl_primitive_execute(self._handle, self._lib.stream(), 5,
                                                        self._args), "execution")
         finally:
             omp.omp_set_num_threads(threads)
-            _sleep_blas(before)
 
     def __del__(self):
         for memory in getattr(self, "_memories", ()):
             self._lib.dll.dnnl_memory_destroy(memory)
-
-
-def _blas_threads():
-    """NumPy's OpenBLAS's ``openblas_set_num_threads_local``, or a stand-in."""
-    from .numba_gemm import blas_symbols
-    found = blas_symbols()
-    if isinstance(found, str):
-        return lambda count: count
-    return ctypes.CDLL(found[0]).openblas_set_num_threads_local
-
-
-_sleep_blas = _blas_threads()
 
 
 def reference(g: Geometry, image, kernel, bias) -> np.ndarray:
@@ -394,7 +378,8 @@ def reference(g: Geometry, image, kernel, bias) -> np.ndarray:
 
     >>> g = Geometry((1, 3, 3, 1), (3, 3, 1, 1), (1, 1, 1, 1), (1, 1), ((0, 0), (0, 0)),
     ...              (1, 1), 1, "")
-    >>> float(reference(g, np.ones((1, 3, 3, 1)), np.ones((3, 3, 1, 1)), np.ones(1))[0, 0, 0, 0])
+    >>> y = reference(g, np.ones((1, 3, 3, 1)), np.ones((3, 3, 1, 1)), np.ones(1))
+    >>> float(y[0, 0, 0, 0])
     10.0
     """
     n, h, w, c = g.image
@@ -437,6 +422,6 @@ def activate(y: np.ndarray, activation: str, bounds) -> np.ndarray:
     return y
 
 
-__all__ = ["ACTIVATIONS", "Geometry", "wanted", "in_use", "packed_elements", "same_layout", "pack",
-           "unpack", "activate", "Primitive", "primitive", "available", "BoundConv",
+__all__ = ["ACTIVATIONS", "Geometry", "wanted", "in_use", "packed_elements", "same_layout",
+           "pack", "unpack", "activate", "Primitive", "primitive", "available", "BoundConv",
            "reference"]

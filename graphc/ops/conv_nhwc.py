@@ -141,14 +141,15 @@ def _generated(op, ins, out, ctx, parallel: bool):
     threads = 1
     if parallel and available() is None:
         import numba
-        threads = int(__import__("os").environ.get("T1", numba.get_num_threads()))
+        threads = numba.get_num_threads()
     scratch = work_array(ctx, (max(p.scratch_bytes, 1),), np.uint8)
     return onednn_conv.BoundConv(p, *ins, out, scratch, threads)
 
 
 def takes(node) -> bool:
-    """Whether a ``conv2d`` node becomes this op: float32, 4-D, a constant kernel (its
-    HWIO transpose is folded once), and a fast oneDNN primitive for its geometry.
+    """Whether a ``conv2d`` node becomes this op: float32, 4-D, a constant kernel (packed
+    once, by folding), at least :data:`MIN_GROUP_CHANNELS` input channels per group or
+    one (depthwise), and a fast oneDNN primitive for its geometry.
 
     >>> import graphc.ndarray as N
     >>> takes(N.conv2d(N.var("x", (1, 4, 8, 8)), N.var("w", (4, 4, 3, 3))))

@@ -13,7 +13,6 @@ table :data:`GATES` and the kinds of :data:`PLAIN`:
 Each applies where nothing but the activation reads the convolution (SiLU and
 hardswish read it twice, both inside the pattern).
 
->>> import numpy as np, graphc.ndarray as N
 >>> sorted(ABSORBING)
 ['add', 'clip', 'multiply', 'relu']
 """
