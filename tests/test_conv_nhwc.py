@@ -45,7 +45,7 @@ def conv_cases(draw):
     cg = draw(st.sampled_from([8, 12, 16]))
     og = draw(st.sampled_from([1, 4, 8, 17]))
     activation = draw(st.sampled_from(sorted(onednn_conv.ACTIVATIONS)))
-    bounds = {"clip": (-0.5, 1.0), "swish": (1.0, 0.0), "hardswish": (1 / 6, 0.5)}
+    bounds = {"clip": (0.0, 1.0), "swish": (1.0, 0.0), "hardswish": (1 / 6, 0.5)}
     op = conv_op((stride, stride), (pads, pads[::-1]), (dilation, dilation), groups,
                  activation, bounds.get(activation, (0.0, 0.0)))
     return dict(x=(draw(st.integers(1, 2)), h, w, cg * groups), w=(k, k, cg, og * groups),
@@ -91,6 +91,56 @@ def test_onednn_kernel_matches_the_loop_reference(case, seed, parallel):
     assert_allclose(out, _reference(case, x, w, b), rtol=1e-5, atol=1e-4)
     for given_, kept in zip((x, w, b), copies):     # the inputs are only read
         assert given_.tobytes() == kept.tobytes()
+
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e-30, -3.0, 3.0,
+                    5.9999995, 6.0, 6.0000005, 1e19, -1e19, 3e38, -3e38], np.float32)
+
+
+@needs_onednn
+@pytest.mark.parametrize("activation,bounds", [
+    ("relu", (0.0, 0.0)), ("clip", (0.0, 6.0)), ("hardswish", (1 / 6, 0.5)),
+    ("swish", (1.0, 0.0))])
+def test_activations_keep_numpy_values_nan_included(activation, bounds):
+    """Pre-activations of every kind (NaN, infinities, zeros of both signs, denormals,
+    the clip's bound and its neighbours) through a depthwise convolution by ones: the
+    primitive's activation gives NumPy's values, NaN where NumPy has NaN (oneDNN's own
+    ReLU and clip give 0), but for the stated exception: ReLU and ReLU6 of ``-inf``
+    are NaN, not 0. SiLU's sigmoid is oneDNN's approximation."""
+    c = 16
+    x = np.repeat(SPECIAL[None, :, None, None], c, axis=3).reshape(1, 1, SPECIAL.size, c)
+    op = conv_op((1, 1), ((0, 0), (0, 0)), (1, 1), c, activation, bounds)
+    w, b = np.ones((1, 1, 1, c), np.float32), np.zeros(c, np.float32)
+    out = np.empty_like(x)
+    GENERATED_KERNELS[NAME](op, [x, w, b], out, None, False)()
+    with np.errstate(all="ignore"):
+        want = onednn_conv.activate(x.copy(), activation, bounds)
+    exception = (x == -np.inf) & (activation in ("relu", "clip"))
+    assert np.isnan(out[exception]).all()
+    same = ~exception
+    assert (np.isnan(out) == np.isnan(want))[same].all()
+    tolerance = 1e-6 if activation == "swish" else 0.0
+    assert_allclose(out[same], want[same], rtol=tolerance, atol=0.0)
+
+
+@needs_onednn
+def test_a_nan_reaches_the_output_through_an_absorbed_relu():
+    """A NaN in the image: the convolution's ReLU and clip keep it in the cells whose
+    window reads it, as NumPy does (oneDNN's own ReLU made them 0)."""
+    rng = np.random.default_rng(3)
+    x = N.var("x", (1, 16, 6, 6))
+    w = N.const(rng.standard_normal((16, 16, 3, 3)).astype(np.float32))
+    image = rng.standard_normal((1, 16, 6, 6)).astype(np.float32)
+    image[0, 2, 3, 3] = np.nan
+    for activate in (N.relu, lambda y: N.clip(y, 0.0, 6.0)):
+        y = activate(N.conv2d(x, w, padding=1))
+        fast = graphc.compile([x], [y], kernels="generated")
+        kinds = [n.op.kind for n in fast.liveness.steps]
+        assert kinds.count(NAME) == 1 and not {"relu", "clip"} & set(kinds), kinds
+        got = fast.run(x=image)[0]
+        want = graphc.compile([x], [y], optimise=False, kernels="numpy").run(x=image)[0]
+        assert np.isnan(got).sum() == np.isnan(want).sum() == 16 * 9
+        assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 @needs_onednn

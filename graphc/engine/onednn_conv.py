@@ -38,12 +38,30 @@ _F32, _CPU, _FORWARD_INFERENCE, _CONVOLUTION_DIRECT = 3, 1, 96, 1
 _TAG_ANY, _SCRATCHPAD_USER = 1, 1
 _ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS, _ARG_SCRATCHPAD = 1, 17, 33, 41, 80
 _QUERY_IMPLEMENTATION, _QUERY_WEIGHTS, _QUERY_SCRATCHPAD = 8, 131, 136
-#: the activations a primitive applies to its result before storing it (oneDNN's
-#: eltwise post-op kinds) with the geometry's ``bounds`` as their ``(alpha, beta)``:
-#: ``""`` none, ``"clip"`` to ``(lo, hi)`` (ReLU6: ``(0, 6)``), ``"swish"`` ``y *
-#: sigmoid(alpha * y)`` (SiLU: ``(1, 0)``), ``"hardswish"`` ``y * clip(alpha * y +
-#: beta, 0, 1)`` (``(1/6, 1/2)``)
-ACTIVATIONS = {"": None, "relu": 0x20, "clip": 0x2f, "swish": 0x2c, "hardswish": 0x34}
+# oneDNN's eltwise post-op kinds (dnnl_alg_kind_t)
+_LINEAR, _CLIP, _SWISH, _HARDSWISH = 0x26, 0x2e, 0x2c, 0x34
+#: the activations a primitive applies to its result before storing it: name -> the
+#: chain of oneDNN eltwise post-ops ``(kind, alpha, beta)`` computing it from the
+#: geometry's ``bounds``. oneDNN's own ReLU and clip take ``max(y, lo)``, which turns a
+#: NaN into ``lo`` (NumPy keeps it), so ReLU is ``y * clip(inf * y, 0, 1)`` (a
+#: hardswish: ``y`` for ``y > 0``, denormals included; ``-0`` below; NaN kept) plus
+#: ``0`` (``+0``): NumPy's values for every ``y`` but ``-inf``, which gives NaN, not 0
+#: (the one exact chain, an ``elu`` with ``alpha = 0``, computes an exponential and
+#: cost mnasnet0_5 20%). ReLU6 then clips to ``(-inf, hi)``, which sends a NaN to
+#: ``-inf`` (no other value below 0 is left), and a ``hardswish`` ``y * clip(1e-30 * y +
+#: 1, 0, 1)`` sends ``-inf`` back to NaN and keeps every ``0 <= y <= hi``. ``"swish"``
+#: ``y * sigmoid(alpha * y)`` (SiLU: ``(1, 0)``) and ``"hardswish"`` ``y * clip(alpha * y
+#: + beta, 0, 1)`` (``(1/6, 1/2)``) keep a NaN by their product
+ACTIVATIONS = {
+    "": lambda lo, hi: (),
+    "relu": lambda lo, hi: ((_HARDSWISH, np.inf, 0.0), (_LINEAR, 1.0, 0.0)),
+    "clip": lambda lo, hi: ((_HARDSWISH, np.inf, 0.0), (_LINEAR, 1.0, 0.0),
+                            (_CLIP, -np.inf, hi), (_HARDSWISH, 1e-30, 1.0)),
+    "swish": lambda alpha, beta: ((_SWISH, alpha, 0.0),),
+    "hardswish": lambda alpha, beta: ((_HARDSWISH, alpha, beta),),
+}
+#: the largest upper bound of a ``"clip"`` (its lower bound is 0)
+CLIP_LIMIT = 1e20
 
 _Dims = ctypes.c_int64 * 12
 _Handle = ctypes.c_void_p
@@ -153,14 +171,15 @@ def _attributes(lib: _Library, activation: str, bounds) -> _Handle:
     lib.check(dll.dnnl_primitive_attr_create(ctypes.byref(attr)), "attributes")
     lib.check(dll.dnnl_primitive_attr_set_scratchpad_mode(attr, _SCRATCHPAD_USER),
               "scratchpad")
-    if ACTIVATIONS[activation] is not None:
+    chain = ACTIVATIONS[activation](*bounds)
+    if chain:
         post = _Handle()
         lib.check(dll.dnnl_post_ops_create(ctypes.byref(post)), "post-ops")
-        lo, hi = bounds
-        lib.check(dll.dnnl_post_ops_append_eltwise(post, ACTIVATIONS[activation],
-                                                   ctypes.c_float(lo), ctypes.c_float(hi)),
-                  "activation")
+        for kind, alpha, beta in chain:
+            lib.check(dll.dnnl_post_ops_append_eltwise(post, kind, ctypes.c_float(alpha),
+                                                       ctypes.c_float(beta)), "activation")
         lib.check(dll.dnnl_primitive_attr_set_post_ops(attr, post), "post-ops")
+        dll.dnnl_post_ops_destroy(post)
     return attr
 
 
@@ -203,6 +222,8 @@ def primitive(g: Geometry):
 
 @lru_cache(maxsize=None)
 def _primitive(g: Geometry):
+    if g.activation == "clip" and not (g.bounds[0] == 0.0 and 0.0 < g.bounds[1] <= CLIP_LIMIT):
+        return f"no oneDNN chain of post-ops clips to {g.bounds} keeping NaN"
     lib = _library()
     dll = lib.dll
     image, kernel, bias, result = _descriptors(lib, g)

@@ -54,6 +54,8 @@ NOT_SAVED = {"delay": "a delay node wraps Python code, and the format never stor
              "depthwise_conv2d_nhwc": "made by the optimiser only",
              "conv2d_nhwc": "made by the optimiser only",
              "conv2d_nhwc_pack": "made by the optimiser only",
+             "max_pool2d_nhwc": "made by the optimiser only",
+             "avg_pool2d_nhwc": "made by the optimiser only",
              "fused_matmul": "made by the optimiser only",
              "loop": "a loop's body is a graph of its own, which the format does not hold "
                      "yet", "loop_part": "a part of a loop's results",

@@ -5,7 +5,7 @@ Families: :mod:`.creation` (leaves, creation, random draws, delay), :mod:`.sorti
 :mod:`.linalg` (numpy.linalg and numpy.fft),
 :mod:`.elementwise`, :mod:`.reductions` (with the linear-algebra products),
 :mod:`.shaping`, :mod:`.neural` (and :mod:`.channels_last`, the optimiser's channels-last
-depthwise convolution; :mod:`.fused_matmul`, its GEMM with an elementwise epilogue; :mod:`.softmax`, the
+depthwise convolution; :mod:`.pool_nhwc`, its poolings; :mod:`.fused_matmul`, its GEMM with an elementwise epilogue; :mod:`.softmax`, the
 optimiser's one-node softmax). Adding an op kind is one definition in its
 family's module (and a kernel or shape rule in its layer when no existing one
 serves).
@@ -15,7 +15,7 @@ serves).
 True
 """
 from . import (control, creation, elementwise, formats, linalg, neural, reductions,  # noqa: F401
-               channels_last, conv_nhwc, fused_matmul, softmax,
+               channels_last, conv_nhwc, fused_matmul, pool_nhwc, softmax,
                bitcast, collectives, complex_parts, detection, shaping, sorting)
 from .definition import DEFINITIONS, LEAF, NO_GRADIENT, OpDef, Refused, define
 

@@ -62,6 +62,8 @@ MIN_CHANNELS_VECTOR = {(3, 3): 24, (5, 5): 24}
 #: the axes of a transpose from NCHW to channels last, and back
 TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
 _DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+#: the channels-last kind of each NCHW pooling (:mod:`graphc.ops.pool_nhwc` defines them)
+NHWC_OF = {"max_pool2d": "max_pool2d_nhwc", "avg_pool2d": "avg_pool2d_nhwc"}
 _REDUCTIONS = frozenset({"mean", "sum", "max", "min"})
 
 
@@ -209,6 +211,8 @@ def _free_nhwc(x, ctx, inside=None) -> bool:
         return all(_free_nhwc(p, ctx, inside) for p in x.parents if p.shape == x.shape)
     if is_leaf(x.op.kind) or ctx.uses(x) != 1:
         return False
+    if _poolable(x):
+        return _free_nhwc(x.parents[0], ctx)
     return ((x.op.kind == "reshape" and _image_product(x, ctx) is not None)
             or (x.op.kind == "conv2d" and _pointwise(x)))
 
@@ -230,6 +234,8 @@ def _nhwc(x, ctx, ns, inside=None, made=None):
         if not is_leaf(x.op.kind) and ctx.uses(x) == 1:
             result = (_gemm_nhwc(x, ctx, ns) if x.op.kind == "reshape" else
                       _pointwise_nhwc(x, ns) if x.op.kind == "conv2d" else None)
+            if _poolable(x) and _free_nhwc(x.parents[0], ctx):
+                result = _pool_nhwc(x, _nhwc(x.parents[0], ctx, ns))
         if result is None:
             result = ns.transpose(x, TO_NHWC)
     made[id(x)] = result
@@ -269,6 +275,16 @@ def _convert_native(node, ctx):
     kernel = make(node, pack, [w])      # folded once
     y = make(node, op, [image, kernel, bias])
     return make(node, Op.make("transpose", axes=TO_NCHW), [y])
+
+
+def _poolable(node) -> bool:
+    """Whether ``node`` is a float32/float64 pooling with a channels-last kind."""
+    return node.op.kind in NHWC_OF and node.dtype in _DTYPES
+
+
+def _pool_nhwc(node, image):
+    """The pooling ``node`` of the channels-last ``image`` (its input, transposed)."""
+    return make(node, Op.make(NHWC_OF[node.op.kind], **node.op.params()), [image])
 
 
 # -- downwards: the transposes back to NCHW pass on ------------------------------------------
@@ -366,6 +382,16 @@ def _pointwise_down(node):
     return ns.transpose(ns.reshape(product, (n, h, w, o)), TO_NCHW)
 
 
+def _pool_down(node):
+    """A pooling of ``transpose(z)`` -> ``transpose(`` the same pooling channels last ``)``:
+    between channels-last convolutions (GoogLeNet's, SqueezeNet's max pools) no transpose
+    is left around it."""
+    (t,) = node.parents
+    if not (_transposed(t, TO_NCHW) and _poolable(node)):
+        return None
+    return NodeNamespace(node).transpose(_pool_nhwc(node, t.parents[0]), TO_NCHW)
+
+
 def _reduction_down(node):
     """A reduction over the image of ``transpose(z)`` -> the same over ``z``'s axes 1, 2."""
     (t,) = node.parents
@@ -396,6 +422,8 @@ def _rewrite(node, ctx):
             return made
     if kind == "concatenate":
         return _concatenate_down(node)
+    if kind in NHWC_OF:
+        return _pool_down(node)
     if kind == "reshape":
         made = _reshape_down(node)
         return made if made is not None else _product_down(node, ctx)
@@ -411,4 +439,4 @@ CHANNELS_LAST = Pass(
     doc="depthwise conv2d -> channels last, the transposes around it absorbed by the "
         "GEMMs and elementwise ops next to it")
 
-__all__ = ["CHANNELS_LAST", "MIN_CHANNELS", "MIN_CHANNELS_VECTOR", "depthwise"]
+__all__ = ["CHANNELS_LAST", "MIN_CHANNELS", "MIN_CHANNELS_VECTOR", "NHWC_OF", "depthwise"]

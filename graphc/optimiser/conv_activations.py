@@ -5,7 +5,7 @@ eltwise post-op, so the result is written once, finished.
 The activations, as they reach the optimiser from ``graphc.ndarray`` or ONNX, by the
 table :data:`GATES` and the kinds of :data:`PLAIN`:
 
-- ``relu(y)``, ``clip(y, lo, hi)`` (ReLU6: MobileNetV2);
+- ``relu(y)``, ``clip(y, 0, hi)`` (ReLU6: MobileNetV2);
 - ``y * sigmoid(y)`` (SiLU: EfficientNet) -> ``"swish"``;
 - ``y * clip(y * (1/6) + 0.5, 0, 1)`` (hardswish: MobileNetV3, ONNX's ``HardSwish``) ->
   ``"hardswish"``.
@@ -30,7 +30,19 @@ NAME = "conv2d_nhwc"
 #: activations one op applies to the convolution's result: kind -> the post-op's
 #: ``(alpha, beta)`` from the op (a clip's bounds)
 PLAIN = {"relu": lambda op: (0.0, 0.0),
-         "clip": lambda op: (op.get("lo"), op.get("hi"))}
+         "clip": lambda op: _clip_bounds(op)}
+#: the largest upper bound of a clip the primitive applies (from 0: ReLU6), as
+#: ``graphc.engine.onednn_conv.CLIP_LIMIT``, below which its chain keeps NumPy's values
+CLIP_LIMIT = 1e20
+
+
+def _clip_bounds(op):
+    """A clip's ``(0, hi)``, or ``(None, None)`` where its lower bound is not 0 or ``hi``
+    is not in ``(0, CLIP_LIMIT]`` (no chain of oneDNN's post-ops keeps its NaNs)."""
+    lo, hi = op.get("lo"), op.get("hi")
+    if lo == 0.0 and hi is not None and 0.0 < hi <= CLIP_LIMIT:
+        return 0.0, float(hi)
+    return None, None
 
 
 def _conv(node, ctx, uses: int):
