@@ -30,32 +30,6 @@ _OPTIONS = dict(cache=True, nogil=True, error_model="numpy")
 
 
 @njit(**_OPTIONS)
-def _fill(cell, value):
-    for k in range(cell.shape[0]):
-        cell[k] = value
-
-
-@njit(**_OPTIONS)
-def _max_into(cell, source):
-    """``cell = maximum(cell, source)``, NaN winning as in ``np.maximum``."""
-    for k in range(cell.shape[0]):
-        a, b = cell[k], source[k]
-        cell[k] = a if (a >= b or a != a) else b
-
-
-@njit(**_OPTIONS)
-def _add_into(cell, source):
-    for k in range(cell.shape[0]):
-        cell[k] = cell[k] + source[k]
-
-
-@njit(**_OPTIONS)
-def _divide(cell, divisor):
-    for k in range(cell.shape[0]):
-        cell[k] = cell[k] / divisor
-
-
-@njit(**_OPTIONS)
 def _span(position, stride, pad, taps, size):
     """``[lo, hi)``: the taps of a result ``position`` that read inside ``size`` cells."""
     start = position * stride - pad
@@ -63,26 +37,79 @@ def _span(position, stride, pad, taps, size):
 
 
 @njit(**_OPTIONS)
-def _result_row(x, out, counts, n, oh, geometry, is_max):
+def _larger(a, b):
+    """``np.maximum(a, b)`` of two scalars: NaN wins."""
+    return a if (a >= b or a != a) else b
+
+
+# Offsets are unsigned: a signed index is checked for wrapping around, and that check
+# keeps the loops from vectorising (3x the time). Each combines a cell ``out[at:at + c]``
+# with three taps (or one) of a tap row, ``c`` apart from ``source``, in one pass, from
+# ``-inf`` or ``+0`` when ``start``.
+@njit(**_OPTIONS)
+def _max3(x, out, at, source, c, start):
+    for k in range(c):
+        a = -np.inf if start else out[at + k]
+        out[at + k] = _larger(_larger(_larger(a, x[source + k]), x[source + c + k]),
+                              x[source + c + c + k])
+
+
+@njit(**_OPTIONS)
+def _max1(x, out, at, source, c, start):
+    for k in range(c):
+        a = -np.inf if start else out[at + k]
+        out[at + k] = _larger(a, x[source + k])
+
+
+@njit(**_OPTIONS)
+def _add3(x, out, at, source, c, start):
+    for k in range(c):
+        a = 0.0 if start else out[at + k]
+        out[at + k] = a + x[source + k] + x[source + c + k] + x[source + c + c + k]
+
+
+@njit(**_OPTIONS)
+def _add1(x, out, at, source, c, start):
+    for k in range(c):
+        a = 0.0 if start else out[at + k]
+        out[at + k] = a + x[source + k]
+
+
+@njit(**_OPTIONS)
+def _result_row(x, out, counts, n, oh, geometry, channels, is_max):
+    """Row ``oh`` of image ``n`` (``x``, ``out``: flat): each cell from ``-inf`` (max) or
+    ``+0``, its real taps in row-major order, up to three of a tap row per pass over its
+    channels (a pass per tap took 2.6x the time of a 3x3 window)."""
     height, width, kh, kw, sh, sw, ph, pw = geometry
+    out_h, out_w = counts.shape
+    c = np.uint64(channels)
     i_lo, i_hi = _span(oh, sh, ph, kh, height)
-    for q in range(out.shape[2]):
+    for q in range(out_w):
         j_lo, j_hi = _span(q, sw, pw, kw, width)
-        cell = out[n, oh, q]
-        if is_max:
-            _fill(cell, -np.inf)
-        else:
-            _fill(cell, 0.0)
+        at = np.uint64(((n * out_h + oh) * out_w + q) * channels)
+        start = True
         for i in range(i_lo, i_hi):
             r = oh * sh + i - ph
-            for j in range(j_lo, j_hi):
-                source = x[n, r, q * sw + j - pw]
-                if is_max:
-                    _max_into(cell, source)
+            j = j_lo
+            while j < j_hi:
+                source = np.uint64(((n * height + r) * width + q * sw + j - pw) * channels)
+                if j + 3 <= j_hi:
+                    if is_max:
+                        _max3(x, out, at, source, c, start)
+                    else:
+                        _add3(x, out, at, source, c, start)
+                    j += 3
                 else:
-                    _add_into(cell, source)
+                    if is_max:
+                        _max1(x, out, at, source, c, start)
+                    else:
+                        _add1(x, out, at, source, c, start)
+                    j += 1
+                start = False
         if not is_max:
-            _divide(cell, counts[oh, q])
+            divisor = counts[oh, q]
+            for k in range(c):
+                out[at + k] = out[at + k] / divisor
 
 
 @njit(parallel=True, **_OPTIONS)
@@ -93,13 +120,16 @@ def pool_nhwc(x, out, counts, geometry, is_max, chunks):
     dealt in ``chunks`` across the threads (1: on the calling thread)."""
     out_h = out.shape[1]
     rows = out.shape[0] * out_h
+    flat_x, flat_out, channels = x.reshape(x.size), out.reshape(out.size), out.shape[3]
     if chunks > 1:
         for k in prange(chunks):
             for r in range(k * rows // chunks, (k + 1) * rows // chunks):
-                _result_row(x, out, counts, r // out_h, r % out_h, geometry, is_max)
+                _result_row(flat_x, flat_out, counts, r // out_h, r % out_h, geometry,
+                            channels, is_max)
     else:
         for r in range(rows):
-            _result_row(x, out, counts, r // out_h, r % out_h, geometry, is_max)
+            _result_row(flat_x, flat_out, counts, r // out_h, r % out_h, geometry, channels,
+                        is_max)
 
 
 __all__ = ["pool_nhwc"]
