@@ -296,6 +296,37 @@ def test_silu_and_hardswish_join_the_convolution(activation):
     assert_allclose(fast.run(x=image)[0], plain.run(x=image)[0], rtol=1e-4, atol=1e-4)
 
 
+def _squeeze_excite(batch, groups=1):
+    """A squeeze-and-excitation block (EfficientNet's): the image's channels scaled by a
+    gate computed from their means, then a 1x1 projection."""
+    rng = np.random.default_rng(11)
+    x = N.var("x", (batch, 32, 12, 12))
+    c = [N.const(rng.standard_normal(s).astype(np.float32) * 0.3) for s in
+         [(32, 32, 3, 3), (8, 32, 1, 1), (32, 8, 1, 1), (16, 32 // groups, 1, 1)]]
+    h = N.relu(N.conv2d(x, c[0], padding=1))
+    gate = N.sigmoid(N.conv2d(N.relu(N.conv2d(N.mean(h, axis=(2, 3), keepdims=True), c[1])),
+                              c[2]))
+    return x, N.conv2d(h * gate, c[3], groups=groups)
+
+
+@needs_onednn
+@pytest.mark.parametrize("batch,groups,moved", [(1, 1, True), (2, 1, False), (1, 2, False)])
+def test_a_channel_gate_moves_onto_the_next_kernel(batch, groups, moved):
+    """One image, one group: the gate scales the projection's kernel (made each run,
+    32 x 16 products) instead of the 12 x 12 x 32 image; otherwise the image is scaled.
+    Either way the values are the unoptimised graph's."""
+    x, y = _squeeze_excite(batch, groups)
+    fast = graphc.compile([x], [y], kernels="generated", check=True)
+    big = [n for n in fast.liveness.steps if n.op.kind == "multiply" and n.size >= 12 * 12 * 32]
+    assert (not big) == moved, [(n.op.kind, n.shape) for n in fast.liveness.steps]
+    plain = graphc.compile([x], [y], optimise=False, kernels="numpy")
+    for seed in (12, 13):       # the kernel is made again on each run, from its gate
+        image = np.random.default_rng(seed).standard_normal(x.shape).astype(np.float32)
+        kept = image.copy()
+        assert_allclose(fast.run(x=image)[0], plain.run(x=image)[0], rtol=1e-4, atol=1e-4)
+        assert image.tobytes() == kept.tobytes()
+
+
 @needs_onednn
 def test_graphc_conv_gemm_keeps_convolutions_on_the_gemms(monkeypatch):
     monkeypatch.setenv("GRAPHC_CONV", "gemm")
