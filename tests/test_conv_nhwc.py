@@ -49,13 +49,15 @@ def conv_cases(draw):
     op = conv_op((stride, stride), (pads, pads[::-1]), (dilation, dilation), groups,
                  activation, bounds.get(activation, (0.0, 0.0)))
     return dict(x=(draw(st.integers(1, 2)), h, w, cg * groups), w=(k, k, cg, og * groups),
-                op=op)
+                op=op, residual=draw(st.booleans()))
 
 
 def _arrays(case, seed, dtype=np.float32):
+    """The image, kernel, bias and (a case with a residual) the residual."""
     rng = np.random.default_rng(seed)
     o = case["w"][3]
-    return [rng.standard_normal(s).astype(dtype) for s in (case["x"], case["w"], (o,))]
+    shapes = [case["x"], case["w"], (o,)] + ([_shape(case)] if case["residual"] else [])
+    return [rng.standard_normal(s).astype(dtype) for s in shapes]
 
 
 def _shape(case):
@@ -64,32 +66,35 @@ def _shape(case):
     return node.shape
 
 
-def _reference(case, x, w, b):
-    return onednn_conv.reference(geometry(case["op"], x.shape, w.shape, _shape(case)), x, w, b)
+def _reference(case, x, w, b, r=None):
+    g = geometry(case["op"], x.shape, w.shape, _shape(case), r is not None)
+    return onednn_conv.reference(g, x, w, b, r)
 
 
 @examples(30)
 @given(conv_cases(), st.integers(0, 2**16))
 def test_numpy_kernel_matches_the_loop_reference(case, seed):
-    x, w, b = _arrays(case, seed)
+    arrays = _arrays(case, seed)
     out = np.empty(_shape(case), np.float32)
-    KERNELS[NAME](case["op"], [x, w, b], out, None)()
-    assert_allclose(out, _reference(case, x, w, b), rtol=1e-5, atol=1e-4)
+    KERNELS[NAME](case["op"], arrays, out, None)()
+    assert_allclose(out, _reference(case, *arrays), rtol=1e-5, atol=1e-4)
 
 
 @needs_onednn
 @examples(30)
 @given(conv_cases(), st.integers(0, 2**16), st.booleans())
 def test_onednn_kernel_matches_the_loop_reference(case, seed, parallel):
-    x, w, b = _arrays(case, seed)
+    arrays = _arrays(case, seed)
+    x, w = arrays[:2]
     out = np.full(_shape(case), np.nan, np.float32)
-    run = GENERATED_KERNELS[NAME](case["op"], [x, w, b], out, None, parallel)
+    run = GENERATED_KERNELS[NAME](case["op"], arrays, out, None, parallel)
     assert run is not None, onednn_conv.primitive(geometry(case["op"], x.shape, w.shape,
-                                                           out.shape))
-    copies = [a.copy() for a in (x, w, b)]
-    run()
-    assert_allclose(out, _reference(case, x, w, b), rtol=1e-5, atol=1e-4)
-    for given_, kept in zip((x, w, b), copies):     # the inputs are only read
+                                                           out.shape, len(arrays) == 4))
+    copies = [a.copy() for a in arrays]
+    for _ in range(2):      # a residual is copied in again on each run
+        run()
+        assert_allclose(out, _reference(case, *arrays), rtol=1e-5, atol=1e-4)
+    for given_, kept in zip(arrays, copies):     # the inputs are only read
         assert given_.tobytes() == kept.tobytes()
 
 
@@ -125,18 +130,20 @@ def test_activations_keep_numpy_values_nan_included(activation, bounds):
 
 @needs_onednn
 def test_a_nan_reaches_the_output_through_an_absorbed_relu():
-    """A NaN in the image: the convolution's ReLU and clip keep it in the cells whose
-    window reads it, as NumPy does (oneDNN's own ReLU made them 0)."""
+    """A NaN in the image: the convolution's ReLU keeps it in the cells whose window
+    reads it, as NumPy does (oneDNN's own ReLU made them 0); so does a clip (ReLU6,
+    also as ONNX's ``Clip`` imports it), a pass of its own."""
     rng = np.random.default_rng(3)
     x = N.var("x", (1, 16, 6, 6))
     w = N.const(rng.standard_normal((16, 16, 3, 3)).astype(np.float32))
     image = rng.standard_normal((1, 16, 6, 6)).astype(np.float32)
     image[0, 2, 3, 3] = np.nan
-    for activate in (N.relu, lambda y: N.clip(y, 0.0, 6.0)):
+    for activate, absorbed in ((N.relu, True), (lambda y: N.clip(y, 0.0, 6.0), False),
+                               (lambda y: N.minimum(N.maximum(y, 0.0), 6.0), False)):
         y = activate(N.conv2d(x, w, padding=1))
         fast = graphc.compile([x], [y], kernels="generated")
         kinds = [n.op.kind for n in fast.liveness.steps]
-        assert kinds.count(NAME) == 1 and not {"relu", "clip"} & set(kinds), kinds
+        assert kinds.count(NAME) == 1 and (len(kinds) == 3) == absorbed, kinds
         got = fast.run(x=image)[0]
         want = graphc.compile([x], [y], optimise=False, kernels="numpy").run(x=image)[0]
         assert np.isnan(got).sum() == np.isnan(want).sum() == 16 * 9
@@ -169,16 +176,18 @@ def test_shape_rule_names_the_op_and_what_it_expected(x_shape, w_shape, b_shape,
     assert words in str(raised.value)
 
 
-@pytest.mark.parametrize("activation,bounds,groups", [
-    ("", (0.0, 0.0), 1), ("relu", (0.0, 0.0), 2), ("clip", (-0.3, 0.4), 1)])
-def test_gradients_match_finite_differences(activation, bounds, groups):
+@pytest.mark.parametrize("activation,bounds,groups,residual", [
+    ("", (0.0, 0.0), 1, False), ("relu", (0.0, 0.0), 2, False), ("clip", (-0.3, 0.4), 1, False),
+    ("relu", (0.0, 0.0), 1, True)])
+def test_gradients_match_finite_differences(activation, bounds, groups, residual):
     rng = np.random.default_rng(5)
     op = conv_op((2, 1), ((1, 0), (0, 1)), (1, 1), groups, activation, bounds)
 
-    def fn(M, x, w, b):
-        return ns_of(M)._op(NAME, [x, w, b], **op.params())
-    check_gradient(fn, rng.standard_normal((1, 5, 4, 4)),
-                   rng.standard_normal((3, 2, 4 // groups, 4)), rng.standard_normal(4))
+    def fn(M, x, w, b, *r):
+        return ns_of(M)._op(NAME, [x, w, b, *r], **op.params())
+    arrays = [rng.standard_normal((1, 5, 4, 4)), rng.standard_normal((3, 2, 4 // groups, 4)),
+              rng.standard_normal(4)] + ([rng.standard_normal((1, 2, 4, 4))] if residual else [])
+    check_gradient(fn, *arrays)
 
 
 # -- the rewrite -------------------------------------------------------------------------------
@@ -200,13 +209,16 @@ def _compile_block(arrays, **options):
 
 @needs_onednn
 def test_a_block_runs_on_onednn_with_biases_and_activations_absorbed():
+    """Biases, the ReLU and the two branches' sum join the convolutions; the ReLU6 stays
+    a pass of its own (see conv_activations.PLAIN)."""
     arrays = _block_arrays(np.random.default_rng(0))
     fast = _compile_block(arrays, kernels="generated", check=True)
     plain = _compile_block(arrays, optimise=False, kernels="numpy")
     steps = [n.op.kind for n in fast.liveness.steps]
     convs = [n for n in fast.liveness.steps if n.op.kind == NAME]
-    assert "conv2d" not in steps and "relu" not in steps and "clip" not in steps, steps
-    assert sorted(c.op["activation"] for c in convs) == ["", "", "clip", "relu"]
+    assert "conv2d" not in steps and "relu" not in steps and "add" not in steps, steps
+    assert sorted(c.op["activation"] for c in convs) == ["", "", "", "relu"]
+    assert sorted(len(c.parents) for c in convs) == [3, 3, 3, 4]    # the sum in one
     x = arrays[0]
     kept = x.copy()
     got, want = fast.run(x=x)[0], plain.run(x=x)[0]
@@ -217,7 +229,8 @@ def test_a_block_runs_on_onednn_with_biases_and_activations_absorbed():
 @needs_onednn
 def test_mobile_blocks_stay_channels_last_between_the_boundaries():
     """Inverted residual blocks (1x1, depthwise, 1x1, residual sum), every convolution
-    on oneDNN with its bias and ReLU6 inside: one transpose in, none between."""
+    on oneDNN with its bias inside, the block's sum in the last one: one transpose in,
+    none between; each ReLU6 a pass of its own (see conv_activations.PLAIN)."""
     from test_channels_last import block_arrays, inverted_residual
     rng = np.random.default_rng(3)
     blocks = [block_arrays(rng, hw=6)[1:] for _ in range(3)]
@@ -232,7 +245,9 @@ def test_mobile_blocks_stay_channels_last_between_the_boundaries():
     plain = graphc.compile(inputs=[xv], outputs=[build(N, xv)], optimise=False)
     steps = [n.op.kind for n in fast.liveness.steps]
     assert steps.count(NAME) == 9 and "depthwise_conv2d_nhwc" not in steps, steps
-    assert steps.count("transpose") <= 1 and "clip" not in steps, steps
+    assert steps.count("transpose") <= 1 and "add" not in steps, steps
+    summed = [n for n in fast.liveness.steps if n.op.kind == NAME and len(n.parents) == 4]
+    assert len(summed) == 3, steps
     assert_allclose(fast.run(x=x)[0], plain.run(x=x)[0], rtol=1e-4, atol=1e-5)
 
 
@@ -307,6 +322,48 @@ def _squeeze_excite(batch, groups=1):
     gate = N.sigmoid(N.conv2d(N.relu(N.conv2d(N.mean(h, axis=(2, 3), keepdims=True), c[1])),
                               c[2]))
     return x, N.conv2d(h * gate, c[3], groups=groups)
+
+
+def _basic_block(rng, reused: bool):
+    """ResNet's basic block on an intermediate value ``x``: ``relu(conv(relu(conv(x) +
+    b1)) + b2 + x)``; with ``reused`` the block's input is read again afterwards."""
+    image = N.var("image", (1, 16, 8, 8))
+    c = [N.const(rng.standard_normal(s).astype(np.float32) * 0.2) for s in
+         [(16, 16, 3, 3), (16, 16, 3, 3), (16, 1, 1), (16, 16, 3, 3), (16, 1, 1)]]
+    x = N.relu(N.conv2d(image, c[0], padding=1))
+    h = N.relu(N.conv2d(x, c[1], padding=1) + c[2])
+    y = N.relu(N.conv2d(h, c[3], padding=1) + c[4] + x)
+    return image, (y * x if reused else y)
+
+
+@needs_onednn
+@pytest.mark.parametrize("reused", [False, True])
+def test_a_residual_sum_joins_the_convolution_in_place(reused):
+    """The block's sum and its ReLU join the second convolution (oneDNN's sum post-op):
+    no add or ReLU step is left, the result is planned over the residual's memory
+    where the residual dies there (copied in first where it is read again), and the
+    values are the unoptimised graph's."""
+    image, y = _basic_block(np.random.default_rng(21), reused)
+    fast = graphc.compile([image], [y], kernels="generated", check=True)
+    steps = fast.liveness.steps
+    kinds = [n.op.kind for n in steps]
+    assert "relu" not in kinds and "add" not in kinds, kinds
+    (summed,) = [n for n in steps if n.op.kind == NAME and len(n.parents) == 4]
+    assert summed.op["activation"] == "relu"
+    assert (id(summed) in fast.plan.aliases) != reused
+    plain = graphc.compile([image], [y], optimise=False, kernels="numpy")
+    for seed in (22, 23):
+        given_ = np.random.default_rng(seed).standard_normal(image.shape).astype(np.float32)
+        assert_allclose(fast.run(image=given_)[0], plain.run(image=given_)[0],
+                        rtol=1e-4, atol=1e-4)
+
+
+def test_residual_operand_errors_name_the_op():
+    x, w, b = N.var("x", (1, 4, 4, 8)), N.var("w", (3, 3, 8, 8)), N.var("b", (8,))
+    with pytest.raises(ShapeError) as raised:
+        ns_of(N)._op(NAME, [x, w, b, N.var("r", (1, 4, 4, 4))], **conv_op().params())
+    assert "conv2d_nhwc: the residual must have the result's shape (1, 4, 4, 8)" in \
+        str(raised.value)
 
 
 @needs_onednn

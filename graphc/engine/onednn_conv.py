@@ -78,7 +78,8 @@ class Geometry:
     ``padding`` ``((top, bottom), (left, right))``, ``dilation`` (1: none),
     ``groups``, ``activation`` (a key of :data:`ACTIVATIONS`) and the ``bounds`` of
     a clip; always a bias. ``packed``: the kernel in the layout the primitive chooses
-    (:func:`pack`), not HWIO."""
+    (:func:`pack`), not HWIO. ``residual``: the result adds what ``out`` holds before
+    the activation (oneDNN's ``sum`` post-op: a residual block's sum, in place)."""
 
     image: tuple
     kernel: tuple
@@ -90,6 +91,7 @@ class Geometry:
     activation: str
     bounds: tuple = (0.0, 0.0)
     packed: bool = False
+    residual: bool = False
 
 
 class _Library:
@@ -165,16 +167,18 @@ def _descriptors(lib: _Library, g: Geometry):
     return image, kernel, lib.strided((o,), (1,)), result
 
 
-def _attributes(lib: _Library, activation: str, bounds) -> _Handle:
+def _attributes(lib: _Library, activation: str, bounds, residual: bool) -> _Handle:
     dll = lib.dll
     attr = _Handle()
     lib.check(dll.dnnl_primitive_attr_create(ctypes.byref(attr)), "attributes")
     lib.check(dll.dnnl_primitive_attr_set_scratchpad_mode(attr, _SCRATCHPAD_USER),
               "scratchpad")
     chain = ACTIVATIONS[activation](*bounds)
-    if chain:
+    if chain or residual:
         post = _Handle()
         lib.check(dll.dnnl_post_ops_create(ctypes.byref(post)), "post-ops")
+        if residual:        # first: the activation applies to the sum
+            lib.check(dll.dnnl_post_ops_append_sum(post, ctypes.c_float(1.0), 0, 0), "sum")
         for kind, alpha, beta in chain:
             lib.check(dll.dnnl_post_ops_append_eltwise(post, kind, ctypes.c_float(alpha),
                                                        ctypes.c_float(beta)), "activation")
@@ -232,7 +236,8 @@ def _primitive(g: Geometry):
     status = dll.dnnl_convolution_forward_primitive_desc_create(
         ctypes.byref(desc), lib.engine, _FORWARD_INFERENCE, _CONVOLUTION_DIRECT, image,
         kernel, bias, result, _Dims(*g.stride), _Dims(*(d - 1 for d in g.dilation)),
-        _Dims(top, left), _Dims(bottom, right), _attributes(lib, g.activation, g.bounds))
+        _Dims(top, left), _Dims(bottom, right),
+        _attributes(lib, g.activation, g.bounds, g.residual))
     if status != 0:
         return f"no oneDNN convolution for {g} (dnnl status {status})"
     name = ctypes.c_char_p()
@@ -362,12 +367,20 @@ def available(g: Geometry) -> bool:
 class BoundConv:
     """A primitive bound to a node's arrays (float32, C-contiguous): calling it computes
     ``out`` from ``image``, ``kernel``, ``bias`` on the calling thread's OpenMP team of
-    ``threads``, using ``scratch`` (a uint8 array of at least ``scratch_bytes``).
+    ``threads``, using ``scratch`` (a uint8 array of at least ``scratch_bytes``). With a
+    ``residual`` (a primitive of a geometry with ``residual``), ``out`` first takes its
+    values, unless it is the residual's own memory (planned in place).
 
     Example: ``BoundConv(primitive(g), x, w, b, y, scratch, threads=2)()``"""
 
-    def __init__(self, p: Primitive, image, kernel, bias, out, scratch, threads: int):
+    def __init__(self, p: Primitive, image, kernel, bias, out, scratch, threads: int,
+                 residual=None):
         lib = _library()
+        self._residual = None
+        if residual is not None and not (residual.shape == out.shape
+                                         and residual.strides == out.strides
+                                         and residual.ctypes.data == out.ctypes.data):
+            self._residual = (residual, out)
         arrays = (image, kernel, bias, out, scratch)
         self._arrays = arrays          # the memories point into them: keep them alive
         memories = [lib.memory(md, a.ctypes.data) for md, a in zip(p.descriptors, arrays)]
@@ -381,6 +394,8 @@ class BoundConv:
     def __call__(self) -> None:
         dll = self._lib.dll
         omp = self._lib.omp
+        if self._residual is not None:
+            np.copyto(self._residual[1], self._residual[0])
         threads = omp.omp_get_max_threads()
         omp.omp_set_num_threads(self._threads)
         try:
@@ -394,8 +409,9 @@ class BoundConv:
             self._lib.dll.dnnl_memory_destroy(memory)
 
 
-def reference(g: Geometry, image, kernel, bias) -> np.ndarray:
-    """The convolution of ``g`` by loops over taps in float64 (tests' reference).
+def reference(g: Geometry, image, kernel, bias, residual=None) -> np.ndarray:
+    """The convolution of ``g`` by loops over taps in float64, plus the ``residual``
+    (with ``g.residual``), then the activation (tests' reference).
 
     >>> g = Geometry((1, 3, 3, 1), (3, 3, 1, 1), (1, 1, 1, 1), (1, 1), ((0, 0), (0, 0)),
     ...              (1, 1), 1, "")
@@ -421,6 +437,8 @@ def reference(g: Geometry, image, kernel, bias) -> np.ndarray:
             for k in range(g.groups):
                 out[..., k * og:(k + 1) * og] += (window[..., k * cg:(k + 1) * cg]
                                                   @ kernel[i, j, :, k * og:(k + 1) * og])
+    if g.residual:
+        out += residual
     return activate(out, g.activation, g.bounds)
 
 

@@ -54,7 +54,10 @@ def as_conv2d(op) -> Op:
 
 
 def _rule(op, parents):
-    x, w, b = parents
+    if len(parents) not in (3, 4):
+        raise ShapeError(f"{NAME}: takes an image, a kernel, a bias and optionally a "
+                         f"residual; got {len(parents)} operands")
+    x, w, b = parents[:3]
     dtype = float_input(NAME, parents)
     kernel = kernel_shape(op, w.shape)
     if len(x.shape) != 4 or len(kernel) != 4:
@@ -69,6 +72,9 @@ def _rule(op, parents):
         raise ShapeError(f"{NAME}: the bias must be ({o},), one per output channel; got "
                          f"shape {b.shape}")
     _, _, oh, ow = conv_output_shape(NAME, (n, c, h, width), (o, cg, kh, kw), as_conv2d(op))
+    if len(parents) == 4 and parents[3].shape != (n, oh, ow, o):
+        raise ShapeError(f"{NAME}: the residual must have the result's shape {(n, oh, ow, o)}; "
+                         f"got shape {parents[3].shape}")
     return (n, oh, ow, o), dtype
 
 
@@ -84,8 +90,9 @@ def kernel_shape(op, w_shape) -> tuple:
 
 def _kernel(op, ins, out, ctx):
     """The NCHW ``conv2d``'s NumPy kernel on transposed copies (a packed kernel unpacked
-    by oneDNN), then the bias and the activation."""
-    x, w, b = ins
+    by oneDNN), then the bias, the residual and the activation."""
+    x, w, b = ins[:3]
+    residual = ins[3] if len(ins) == 4 else None
     kh, kw, cg, o = kernel_shape(op, w.shape)
     image = work_array(ctx, tuple(x.shape[i] for i in TO_NCHW), x.dtype)
     kernel = work_array(ctx, (o, cg, kh, kw), w.dtype)
@@ -102,13 +109,17 @@ def _kernel(op, ins, out, ctx):
             np.copyto(kernel, w.transpose(3, 2, 0, 1))
         np.copyto(image, x.transpose(TO_NCHW))
         conv()
-        np.add(result.transpose(TO_NHWC), b, out=out)
+        if residual is None:
+            np.add(result.transpose(TO_NHWC), b, out=out)
+        else:       # out may be the residual's memory: the sum is read before written
+            np.add(result.transpose(TO_NHWC), b, out=result.transpose(TO_NHWC))
+            np.add(result.transpose(TO_NHWC), residual, out=out)
         if op["activation"]:
             out[...] = activate(out, op["activation"], op["bounds"])
     return run
 
 
-def geometry(op, x_shape, w_shape, out_shape):
+def geometry(op, x_shape, w_shape, out_shape, residual: bool = False):
     """The :class:`~graphc.engine.onednn_conv.Geometry` of a node.
 
     >>> op = Op.make(NAME, stride=(2, 2), padding=((1, 1), (1, 1)), dilation=(1, 1),
@@ -121,7 +132,7 @@ def geometry(op, x_shape, w_shape, out_shape):
                     tuple(op["stride"]), tuple(tuple(p) for p in op["padding"]),
                     tuple(op["dilation"]), int(op["groups"]), op["activation"],
                     tuple(float(v) for v in op.get("bounds", (0.0, 0.0))),
-                    bool(op.get("packed", ())))
+                    bool(op.get("packed", ())), residual)
 
 
 def _generated(op, ins, out, ctx, parallel: bool):
@@ -129,11 +140,11 @@ def _generated(op, ins, out, ctx, parallel: bool):
     ``None`` (the NumPy kernel runs) where there is none for the geometry or an array
     is not C-contiguous."""
     from ..engine import onednn_conv
-    arrays = list(ins) + [out]
+    arrays = list(ins[:3]) + [out]
     if (not all(a.flags.c_contiguous and a.dtype == np.float32 for a in arrays)
-            or any(a.size == 0 for a in arrays)):
+            or any(a.size == 0 for a in arrays) or ins[-1].dtype != np.float32):
         return None
-    shape = geometry(op, ins[0].shape, ins[1].shape, out.shape)
+    shape = geometry(op, ins[0].shape, ins[1].shape, out.shape, len(ins) == 4)
     p = onednn_conv.primitive(shape)
     if isinstance(p, str) or (shape.packed and not onednn_conv.same_layout(shape)):
         return None
@@ -143,7 +154,8 @@ def _generated(op, ins, out, ctx, parallel: bool):
         import numba
         threads = numba.get_num_threads()
     scratch = work_array(ctx, (max(p.scratch_bytes, 1),), np.uint8)
-    return onednn_conv.BoundConv(p, *ins, out, scratch, threads)
+    return onednn_conv.BoundConv(p, *ins[:3], out, scratch, threads,
+                                 ins[3] if len(ins) == 4 else None)
 
 
 def takes(node) -> bool:
@@ -172,8 +184,9 @@ def takes(node) -> bool:
 
 
 def _grad(ns, op, inputs, output, g, needs=None):
-    """The NCHW convolution's gradients, read channels last (the ReLU's mask first)."""
-    x, w, b = inputs
+    """The NCHW convolution's gradients, read channels last (the ReLU's mask first; the
+    residual's is the masked gradient itself)."""
+    x, w, b = inputs[:3]
     if op["packed"] and wants(needs, 1):
         raise NotImplementedError(f"{NAME}: no gradient for a kernel packed in oneDNN's "
                                   "layout (a constant, packed by the optimiser)")
@@ -201,7 +214,7 @@ def _grad(ns, op, inputs, output, g, needs=None):
         gw = ns.transpose(gw, OIHW_TO_HWIO)
     if wants(needs, 2):
         gb = ns.sum(g, axis=(0, 1, 2))
-    return [gx, gw, gb]
+    return [gx, gw, gb] + ([g if wants(needs, 3) else None] if len(inputs) == 4 else [])
 
 
 # -- the kernel packed in the primitive's layout ------------------------------------------------
@@ -247,7 +260,8 @@ define(OpDef(PACK, "neural", 1, None, relayout=_unpack, shape=_pack_rule, kernel
              grad=_pack_grad,
              names=(), onnx=Refused("made by the optimiser's channels-last rewrite; export "
                                     "the graph as written (Executable.source)")))
-define(OpDef(NAME, "neural", 3, None, shape=_rule, kernel=_kernel, generated=_generated,
+define(OpDef(NAME, "neural", None, None, overwrites=(3,), shape=_rule, kernel=_kernel,
+             generated=_generated,
              grad=_grad, names=(),
              onnx=Refused("made by the optimiser's channels-last rewrite; export the graph "
                           "as written (Executable.source)")))

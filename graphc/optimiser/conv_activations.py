@@ -5,7 +5,7 @@ eltwise post-op, so the result is written once, finished.
 The activations, as they reach the optimiser from ``graphc.ndarray`` or ONNX, by the
 table :data:`GATES` and the kinds of :data:`PLAIN`:
 
-- ``relu(y)``, ``clip(y, 0, hi)`` (ReLU6: MobileNetV2);
+- ``relu(y)``;
 - ``y * sigmoid(y)`` (SiLU: EfficientNet) -> ``"swish"``;
 - ``y * clip(y * (1/6) + 0.5, 0, 1)`` (hardswish: MobileNetV3, ONNX's ``HardSwish``) ->
   ``"hardswish"``.
@@ -14,7 +14,7 @@ Each applies where nothing but the activation reads the convolution (SiLU and
 hardswish read it twice, both inside the pattern).
 
 >>> sorted(ABSORBING)
-['add', 'clip', 'multiply', 'relu']
+['add', 'multiply', 'relu']
 """
 from __future__ import annotations
 
@@ -28,28 +28,18 @@ from .lowering import NodeNamespace
 
 NAME = "conv2d_nhwc"
 #: activations one op applies to the convolution's result: kind -> the post-op's
-#: ``(alpha, beta)`` from the op (a clip's bounds)
-PLAIN = {"relu": lambda op: (0.0, 0.0),
-         "clip": lambda op: _clip_bounds(op)}
-#: the largest upper bound of a clip the primitive applies (from 0: ReLU6), as
-#: ``graphc.engine.onednn_conv.CLIP_LIMIT``, below which its chain keeps NumPy's values
-CLIP_LIMIT = 1e20
+#: ``(alpha, beta)`` from the op. Not a clip (ReLU6): oneDNN's own clip turns NaN into
+#: its lower bound, and the chain of four post-ops that keeps NaN
+#: (:data:`graphc.engine.onednn_conv.ACTIVATIONS`) cost MobileNetV2's convolutions
+#: 40-75 us each (56x56x144), where the clip as a pass of its own costs ~14 us
+PLAIN = {"relu": lambda op: (0.0, 0.0)}
 
 
-def _clip_bounds(op):
-    """A clip's ``(0, hi)``, or ``(None, None)`` where its lower bound is not 0 or ``hi``
-    is not in ``(0, CLIP_LIMIT]`` (no chain of oneDNN's post-ops keeps its NaNs)."""
-    lo, hi = op.get("lo"), op.get("hi")
-    if lo == 0.0 and hi is not None and 0.0 < hi <= CLIP_LIMIT:
-        return 0.0, float(hi)
-    return None, None
-
-
-def _conv(node, ctx, uses: int):
+def _conv(node, ctx, uses: int, residual_ok: bool = True):
     """``node`` if it is a float32 ``conv2d_nhwc`` with no activation yet that exactly
-    ``uses`` readers read, else ``None``."""
+    ``uses`` readers read (and no residual, unless ``residual_ok``), else ``None``."""
     if (node.op.kind == NAME and not node.op["activation"] and ctx.uses(node) == uses
-            and node.dtype == np.float32):
+            and node.dtype == np.float32 and (residual_ok or len(node.parents) == 3)):
         return node
     return None
 
@@ -105,6 +95,8 @@ def _hardswish(node, ctx):
 #: ``multiply`` patterns that are one activation of a convolution: name -> matcher
 #: ``(node, ctx) -> (the convolution, (alpha, beta)) or None``
 GATES = {"swish": _swish, "hardswish": _hardswish}
+
+
 #: the kinds :func:`absorbed` may rewrite
 ABSORBING = frozenset({"add", "multiply"}) | frozenset(PLAIN)
 
@@ -135,12 +127,28 @@ def absorbed(node, ctx):
             if found is not None:
                 return _with_activation(node, found[0], activation, found[1])
         return None
-    return _bias(node, ctx) if kind == "add" else None
+    if kind != "add":
+        return None
+    made = _bias(node, ctx)
+    return made if made is not None else _residual(node, ctx)
+
+
+def _residual(node, ctx):
+    """``conv2d_nhwc(...) + r``, ``r`` of the result's shape (a residual block's sum) ->
+    the convolution adding ``r`` itself (oneDNN's ``sum`` post-op, its result planned
+    over ``r``'s memory where ``r`` dies there), before any activation taken next."""
+    for conv, other in (node.parents, node.parents[::-1]):
+        if (_conv(conv, ctx, 1, residual_ok=False) is not None and other.shape == node.shape
+                and conv.shape == node.shape and other.dtype == np.float32):
+            return make(node, conv.op, list(conv.parents) + [other])
+    return None
 
 
 def _bias(node, ctx):
-    """``conv2d_nhwc(...) + b``, ``b`` per channel -> the same with ``b`` added to its bias."""
-    convs = [p for p in node.parents if _conv(p, ctx, 1) is not None and p.shape == node.shape]
+    """``conv2d_nhwc(...) + b``, ``b`` per channel -> the same with ``b`` added to its bias
+    (not once it adds a residual: the graph adds ``b`` after the residual)."""
+    convs = [p for p in node.parents if _conv(p, ctx, 1, residual_ok=False) is not None
+             and p.shape == node.shape]
     if not convs:
         return None
     conv = convs[0]
