@@ -19,7 +19,7 @@ from graphc.engine import onednn_conv
 from graphc.engine.cpu_kernels import GENERATED_KERNELS, KERNELS
 from graphc.engine.numba_kernels import available
 from graphc.engine.onednn_gemv import gemv_kernel
-from graphc.ops.conv_nhwc import MIN_GROUP_CHANNELS, NAME, geometry, takes
+from graphc.ops.conv_nhwc import MIN_GROUP_CHANNELS, MIN_GROUPED_CHANNELS, NAME, geometry, takes
 from graphc.type import Op
 from graphc.type.errors import DTypeError, ShapeError
 
@@ -42,7 +42,7 @@ def conv_cases(draw):
     h = draw(st.integers(max(1, span - sum(pads)), 9))
     w = draw(st.integers(max(1, span - sum(pads)), 9))
     groups = draw(st.sampled_from([1, 1, 2, 4]))
-    cg = draw(st.sampled_from([8, 12, 16]))
+    cg = draw(st.sampled_from([8, 12, 16] if groups == 1 else [4, 8, 12, 16]))
     og = draw(st.sampled_from([1, 4, 8, 17]))
     activation = draw(st.sampled_from(sorted(onednn_conv.ACTIVATIONS)))
     bounds = {"clip": (0.0, 1.0), "swish": (1.0, 0.0), "hardswish": (1 / 6, 0.5)}
@@ -409,6 +409,9 @@ def test_what_the_rewrite_takes():
     assert not takes(N.conv2d(wide, N.var("w", (8, 16, 3, 3))))  # a kernel that changes
     doubles = N.var("z", (1, 16, 8, 8), np.float64)
     assert not takes(N.conv2d(doubles, N.const(np.ones((8, 16, 3, 3)))))
+    assert MIN_GROUPED_CHANNELS == 4 < MIN_GROUP_CHANNELS       # ResNeXt's groups of 4
+    assert takes(N.conv2d(wide, N.const(np.ones((8, 4, 3, 3), np.float32)), groups=4))
+    assert not takes(N.conv2d(wide, N.const(np.ones((8, 2, 3, 3), np.float32)), groups=8))
 
 
 @needs_onednn
