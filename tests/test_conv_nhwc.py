@@ -19,7 +19,8 @@ from graphc.engine import onednn_conv
 from graphc.engine.cpu_kernels import GENERATED_KERNELS, KERNELS
 from graphc.engine.numba_kernels import available
 from graphc.engine.onednn_gemv import gemv_kernel
-from graphc.ops.conv_nhwc import MIN_GROUP_CHANNELS, MIN_GROUPED_CHANNELS, NAME, geometry, takes
+from graphc.ops.conv_nhwc import (MIN_GROUP_CHANNELS, MIN_GROUPED_CHANNELS, MIN_PRODUCT_ROWS,
+                                  NAME, geometry, takes, takes_product)
 from graphc.type import Op
 from graphc.type.errors import DTypeError, ShapeError
 
@@ -272,6 +273,43 @@ def test_the_source_graph_holds_packed_kernels_once_and_gives_their_bits():
     assert type(shared._value) is not Deferred
     assert_allclose(both.run(x=arrays[0])[1], arrays[0].sum(dtype=np.float64) * arrays[1],
                     rtol=1e-4)
+
+
+@needs_onednn
+@pytest.mark.parametrize("rows_shape,transposed", [((2, 12, 32), False), ((20, 32), True)])
+def test_a_product_by_a_constant_runs_as_a_one_by_one_convolution(rows_shape, transposed):
+    """``relu(x @ W + b)`` with ``W`` constant and 16 rows or more: one ``conv2d_nhwc``
+    with ``W`` packed, its bias and ReLU inside; the source graph holds ``W`` once (a
+    function of the packed array, the same bits; not ``W.T``'s ``W``, whose folded
+    transpose is what is packed); values are the unoptimised graph's."""
+    from graphc.symbol.node import Deferred
+    rng = np.random.default_rng(31)
+    weights = rng.standard_normal((48, 32) if transposed else (32, 48)).astype(np.float32)
+    x, w = N.var("x", rows_shape), N.const(weights.copy())
+    b = N.const(rng.standard_normal(48).astype(np.float32))
+    y = N.relu(N.matmul(x, w.T if transposed else w) + b)
+    fast = graphc.compile([x], [y], kernels="generated", check=True)
+    kinds = [n.op.kind for n in fast.liveness.steps]
+    assert kinds.count(NAME) == 1, kinds
+    assert not {"matmul", "fused_matmul", "relu", "add"} & set(kinds), kinds
+    (conv,) = [n for n in fast.liveness.steps if n.op.kind == NAME]
+    assert conv.op["activation"] == "relu" and conv.op["packed"] == (1, 1, 32, 48)
+    if not transposed:      # a folded transpose of it is the packed kernel's source
+        assert type(w._value) is Deferred and w.value.tobytes() == weights.tobytes()
+    plain = graphc.compile([x], [y], optimise=False, kernels="numpy")
+    given_ = rng.standard_normal(rows_shape).astype(np.float32)
+    assert_allclose(fast.run(x=given_)[0], plain.run(x=given_)[0], rtol=1e-4, atol=1e-4)
+
+
+@needs_onednn
+def test_what_the_product_rewrite_takes():
+    w = N.const(np.ones((32, 8), np.float32))
+    assert takes_product(N.matmul(N.var("x", (MIN_PRODUCT_ROWS, 32)), w))
+    assert not takes_product(N.matmul(N.var("x", (MIN_PRODUCT_ROWS - 1, 32)), w))  # a GEMV
+    assert not takes_product(N.matmul(N.var("x", (16, 32)), N.var("v", (32, 8))))
+    doubles = N.var("x", (16, 32), np.float64)
+    assert not takes_product(N.matmul(doubles, N.const(np.ones((32, 8)))))
+    assert not takes_product(N.matmul(N.var("x", (16, 4)), N.const(np.ones((4, 8), np.float32))))
 
 
 @needs_onednn

@@ -27,7 +27,7 @@ import numpy as np
 from ..algodiff.common import wants
 from ..engine.cpu_kernels import KERNELS, work_array
 from ..engine.onednn_conv import activate
-from ..optimiser.lowering import NATIVE_CONVOLUTIONS
+from ..optimiser.lowering import NATIVE_CONVOLUTIONS, NATIVE_PRODUCTS
 from ..shape.neural import conv_output_shape, float_input
 from ..type.errors import ShapeError
 from ..type.op import Op
@@ -42,6 +42,11 @@ MIN_GROUP_CHANNELS = 8
 #: the same for a grouped convolution: ResNeXt's 32 groups of 4 channels at 56x56 took
 #: 370 us there, against 790 on im2col and GEMMs plus ~600 for the transposes around
 MIN_GROUPED_CHANNELS = 4
+#: the fewest rows of a product by a constant matrix that runs as a 1x1 convolution:
+#: oneDNN's kernel reads its packed weights 1.5-2.4x faster than the GEMMs for 16 to
+#: 197 rows (16 x 384 x 768: 57 against 134 us, weights from memory); one row (a
+#: classifier's GEMV) ran no faster
+MIN_PRODUCT_ROWS = 16
 TO_NCHW, TO_NHWC, OIHW_TO_HWIO = (0, 3, 1, 2), (0, 2, 3, 1), (2, 3, 1, 0)
 
 
@@ -189,6 +194,31 @@ def takes(node) -> bool:
     return onednn_conv.available(geometry(op, *shape))
 
 
+def takes_product(node) -> bool:
+    """Whether a ``matmul`` node runs as this op, a 1x1 convolution of its rows (the
+    optimiser's channels-last rewrite): float32, a constant 2-D right operand (packed once,
+    by folding), at least :data:`MIN_PRODUCT_ROWS` rows and :data:`MIN_GROUP_CHANNELS`
+    columns in the left one, and a fast oneDNN primitive for it.
+
+    >>> import graphc.ndarray as N
+    >>> takes_product(N.matmul(N.var("x", (2, 8)), N.const(np.ones((8, 4), np.float32))))
+    False
+    """
+    a, b = node.parents
+    if (node.op.kind != "matmul" or node.dtype != np.float32 or a.dtype != np.float32
+            or b.op.kind != "const" or len(b.shape) != 2 or len(a.shape) < 2
+            or node.op.get("trans_a", False) or node.op.get("epilogue") is not None):
+        return False
+    rows, k = int(np.prod(a.shape[:-1])), a.shape[-1]
+    if rows < MIN_PRODUCT_ROWS or k < MIN_GROUP_CHANNELS:
+        return False
+    from ..engine import onednn_conv
+    op = Op.make(NAME, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1,
+                 activation="", bounds=(0.0, 0.0), packed=())
+    return onednn_conv.available(geometry(op, (1, 1, rows, k), (1, 1, k, node.shape[-1]),
+                                          (1, 1, rows, node.shape[-1])))
+
+
 def _grad(ns, op, inputs, output, g, needs=None):
     """The NCHW convolution's gradients, read channels last (the ReLU's mask first; the
     residual's is the masked gradient itself)."""
@@ -233,11 +263,27 @@ def _pack_geometry(op):
     return geometry(conv, op["image"], op["kernel"], op["out"])
 
 
+#: how a pack's input holds a 1x1 kernel as a matrix (``op["matrix"]``): a product's
+#: ``(K, N)`` right operand, or its ``(N, K)`` transpose; ``""``: an OIHW kernel
+MATRIX_LAYOUTS = {"": None, "kn": (1, 0), "nk": (0, 1)}
+
+
+def _as_oihw(op, w):
+    """The OIHW kernel a pack's input ``w`` holds (a view)."""
+    axes = MATRIX_LAYOUTS[op.get("matrix", "")]
+    return w if axes is None else w.transpose(axes)[:, :, None, None]
+
+
+def _input_shape(op) -> tuple:
+    kh, kw, cg, o = op["kernel"]
+    axes = MATRIX_LAYOUTS[op.get("matrix", "")]
+    return (o, cg, kh, kw) if axes is None else ((cg, o) if axes == (1, 0) else (o, cg))
+
+
 def _pack_rule(op, parents):
     (w,) = parents
-    kh, kw, cg, o = op["kernel"]
-    if w.dtype != np.float32 or tuple(w.shape) != (o, cg, kh, kw):
-        raise ShapeError(f"{PACK}: packs a float32 kernel of shape {(o, cg, kh, kw)}; got "
+    if w.dtype != np.float32 or tuple(w.shape) != _input_shape(op):
+        raise ShapeError(f"{PACK}: packs a float32 kernel of shape {_input_shape(op)}; got "
                          f"{w.dtype} of shape {w.shape}")
     from ..engine.onednn_conv import packed_elements
     return (packed_elements(_pack_geometry(op)),), np.dtype(np.float32)
@@ -247,14 +293,16 @@ def _pack_kernel(op, ins, out, ctx):
     """oneDNN's reorder of the conv2d kernel into the primitive's layout."""
     from ..engine.onednn_conv import pack
     shape = _pack_geometry(op)
-    return lambda: pack(shape, ins[0], out)
+    return lambda: pack(shape, np.ascontiguousarray(_as_oihw(op, ins[0])), out)
 
 
 def _unpack(op, packed):
     """The kernel a ``conv2d_nhwc_pack`` of ``op`` laid out as ``packed`` (the same bits):
     what folding it lets a graph's owner drop (``OpKind.relayout``)."""
     from ..engine.onednn_conv import unpack
-    return unpack(_pack_geometry(op), packed)
+    oihw = unpack(_pack_geometry(op), packed)
+    axes = MATRIX_LAYOUTS[op.get("matrix", "")]
+    return oihw if axes is None else np.ascontiguousarray(oihw[:, :, 0, 0].transpose(axes))
 
 
 def _pack_grad(ns, op, inputs, output, g, needs=None):
@@ -272,6 +320,7 @@ define(OpDef(NAME, "neural", None, None, overwrites=(3,), shape=_rule, kernel=_k
              onnx=Refused("made by the optimiser's channels-last rewrite; export the graph "
                           "as written (Executable.source)")))
 NATIVE_CONVOLUTIONS.append(takes)
+NATIVE_PRODUCTS.append(takes_product)
 
 __all__ = ["NAME", "PACK", "kernel_shape", "MIN_GROUP_CHANNELS", "MIN_GROUPED_CHANNELS",
-           "as_conv2d", "geometry", "takes"]
+           "MIN_PRODUCT_ROWS", "as_conv2d", "geometry", "takes", "takes_product"]

@@ -45,7 +45,7 @@ from ..type.kinds import is_elementwise, is_leaf
 from ..type.op import Op
 from .build import make, make_const
 from .conv_activations import ABSORBING, absorbed
-from .lowering import NodeNamespace, native_conv
+from .lowering import NodeNamespace, native_conv, native_product
 from .rewriter import Pass
 
 #: the fewest channels a depthwise convolution needs to run channels last: below, the
@@ -318,6 +318,61 @@ def _channel_scaled(conv, image, ctx):
     return None
 
 
+def _convert_product(node):
+    """A ``matmul`` a native kernel takes (:func:`~.lowering.native_product`), ``A @ B``
+    with ``B`` a constant ``(K, N)`` -> ``reshape(conv2d_nhwc(A', B'), ...)``: ``A``'s rows
+    as a ``(1, 1, M, K)`` image, ``B`` packed as a 1x1 kernel (folded once, straight from
+    the constant, so the compiled graph holds it once), a zero bias the bias added next
+    joins through the reshape."""
+    a, b = node.parents
+    ns = NodeNamespace(node)
+    rows, k, n = math.prod(a.shape[:-1]), a.shape[-1], node.shape[-1]
+    image = ns.reshape(a, (1, 1, rows, k))
+    attrs = dict(stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1)
+    pack = Op.make("conv2d_nhwc_pack", image=image.shape, out=(1, 1, rows, n),
+                   kernel=(1, 1, k, n), matrix="nk" if node.op.get("trans_b") else "kn",
+                   **attrs)
+    op = Op.make("conv2d_nhwc", activation="", bounds=(0.0, 0.0), packed=(1, 1, k, n),
+                 **attrs)
+    bias = make_const(node, np.zeros(n, node.dtype))
+    y = make(node, op, [image, make(node, pack, [b]), bias])
+    return ns.reshape(y, node.shape)
+
+
+def _product_rows(x, ctx):
+    """The ``conv2d_nhwc`` of a product's rows (:func:`_convert_product`) that ``x``
+    reshapes back, read by nothing else, else ``None``."""
+    if x.op.kind != "reshape" or ctx.uses(x) != 1:
+        return None
+    conv = x.parents[0]
+    if (conv.op.kind != "conv2d_nhwc" or ctx.uses(conv) != 1 or conv.shape[:2] != (1, 1)
+            or x.shape[-1] != conv.shape[-1]):
+        return None
+    return conv
+
+
+def _into_product(node, ctx):
+    """``relu(reshape(y))``, ``reshape(y) + b`` (``b`` one value or one per column), ``y``
+    a product's rows as a convolution -> the same applied to ``y``, then reshaped: the
+    convolution then takes the bias and the ReLU (:mod:`.conv_activations`)."""
+    for k, p in enumerate(node.parents):
+        conv = _product_rows(p, ctx)
+        if conv is None or p.shape != node.shape:
+            continue
+        others = [q for i, q in enumerate(node.parents) if i != k]
+        channels = conv.shape[-1]
+        if not all(math.prod(q.shape) in (1, channels) and (not q.shape or q.shape[-1]
+                                                              in (1, channels))
+                   for q in others):
+            return None
+        ns = NodeNamespace(node)
+        operands = [conv if i == k else (q if math.prod(q.shape) == 1 else
+                                         ns.reshape(q, (channels,)))
+                    for i, q in enumerate(node.parents)]
+        return ns.reshape(make(node, node.op, operands), node.shape)
+    return None
+
+
 # -- downwards: the transposes back to NCHW pass on ------------------------------------------
 def _elementwise_down(node):
     """``e(transpose(a), b...)`` -> ``transpose(e(a, b'...))``: every other operand ``b`` a
@@ -447,10 +502,16 @@ def _rewrite(node, ctx):
         if depthwise(node) and (_wide(node) or _free_nhwc(node.parents[0], ctx)):
             return _convert(node, ctx)
         return _pointwise_down(node)
+    if kind == "matmul" and native_product(node):
+        return _convert_product(node)
     if kind in ABSORBING:
         made = absorbed(node, ctx)
         if made is not None:
             return made
+        if kind in ("add", "relu"):
+            made = _into_product(node, ctx)
+            if made is not None:
+                return made
     if kind == "concatenate":
         return _concatenate_down(node)
     if kind in NHWC_OF:

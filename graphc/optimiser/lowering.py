@@ -136,6 +136,19 @@ def direct_conv(node) -> bool:
 #: ``kernels="generated"`` (so lowering keeps them): filled by the op definitions that
 #: take them (``graphc.ops.conv_nhwc``: oneDNN's primitive, channels last)
 NATIVE_CONVOLUTIONS: list = []
+#: tests ``matmul node -> bool`` of the products by a constant matrix a native kernel
+#: computes as a 1x1 convolution (``graphc.ops.conv_nhwc``: oneDNN's, kernel packed)
+NATIVE_PRODUCTS: list = []
+
+
+def native_product(node) -> bool:
+    """Whether a test of :data:`NATIVE_PRODUCTS` takes the ``matmul`` ``node``.
+
+    >>> import graphc.ndarray as N
+    >>> native_product(N.matmul(N.var("x", (16, 8)), N.var("w", (8, 4))))
+    False
+    """
+    return node.op.kind == "matmul" and any(test(node) for test in NATIVE_PRODUCTS)
 
 
 def native_conv(node) -> bool:
