@@ -392,17 +392,21 @@ class BoundConv:
             _bound.append(True)
 
     def __call__(self) -> None:
-        dll = self._lib.dll
         omp = self._lib.omp
         if self._residual is not None:
             np.copyto(self._residual[1], self._residual[0])
         threads = omp.omp_get_max_threads()
+        if threads == self._threads:     # the usual case: no resizing of the team
+            return self._execute()
         omp.omp_set_num_threads(self._threads)
         try:
-            self._lib.check(dll.dnnl_primitive_execute(self._handle, self._lib.stream(), 5,
-                                                       self._args), "execution")
+            self._execute()
         finally:
             omp.omp_set_num_threads(threads)
+
+    def _execute(self) -> None:
+        self._lib.check(self._lib.dll.dnnl_primitive_execute(
+            self._handle, self._lib.stream(), 5, self._args), "execution")
 
     def __del__(self):
         for memory in getattr(self, "_memories", ()):
