@@ -62,8 +62,8 @@ def compile(inputs: Sequence[Node] = (), outputs: Union[Node, Sequence[Node]] = 
     change result bits (for inf and NaN: ``x * 0 -> 0``; signed zeros: ``x + 0.0
     -> x``; a division by a multiply by a reciprocal; a convolution gradient's
     summation order); by default every rewrite gives NumPy's bits (a float32 convolution
-    with a constant kernel runs on oneDNN, in its own summation order, and a ReLU or
-    ReLU6 it applies gives NaN, not 0, for a pre-activation of ``-inf``). ``pinned`` names inputs
+    with a constant kernel runs on oneDNN, in its own summation order, and a ReLU it
+    applies gives NaN, not 0, for a pre-activation of ``-inf``). ``pinned`` names inputs
     (or passes their variables) that rarely change: values computed only from
     them keep their memory, so runs that leave them out skip recomputing them.
     ``seed`` seeds the random ops. With ``copy_outputs=False`` ``run`` returns

@@ -5,8 +5,9 @@ Families: :mod:`.creation` (leaves, creation, random draws, delay), :mod:`.sorti
 :mod:`.linalg` (numpy.linalg and numpy.fft),
 :mod:`.elementwise`, :mod:`.reductions` (with the linear-algebra products),
 :mod:`.shaping`, :mod:`.neural` (and :mod:`.channels_last`, the optimiser's channels-last
-depthwise convolution; :mod:`.pool_nhwc`, its poolings; :mod:`.fused_matmul`, its GEMM with an elementwise epilogue; :mod:`.softmax`, the
-optimiser's one-node softmax). Adding an op kind is one definition in its
+depthwise convolution; :mod:`.conv_nhwc`, its convolutions on oneDNN; :mod:`.pool_nhwc`,
+its poolings; :mod:`.fused_matmul`, its GEMM with an elementwise epilogue;
+:mod:`.softmax`, the optimiser's one-node softmax). Adding an op kind is one definition in its
 family's module (and a kernel or shape rule in its layer when no existing one
 serves).
 
