@@ -42,15 +42,22 @@ def hold_once(source, compiled) -> int:
     for node in consts:
         if id(node) not in relaid:
             continue
-        original, op = relaid[id(node)]
+        original, ops = relaid[id(node)]
         if id(original) not in sources or type(original._value) is Deferred:
             continue
         array = original._value
         if any(np.shares_memory(array, other) for other in kept):
             continue          # the compiled graph still reads it (another consumer)
-        original.value = Deferred(partial(KINDS[op.kind].relayout, op, node.value))
+        original.value = Deferred(partial(_laid_back, ops, node.value))
         count += 1
     return count
+
+
+def _laid_back(ops, array):
+    """The array the relayouts ``ops`` (in the order applied) made ``array`` from."""
+    for op in reversed(ops):
+        array = KINDS[op.kind].relayout(op, array)
+    return array
 
 
 __all__ = ["hold_once"]

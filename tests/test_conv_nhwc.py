@@ -280,8 +280,8 @@ def test_the_source_graph_holds_packed_kernels_once_and_gives_their_bits():
 def test_a_product_by_a_constant_runs_as_a_one_by_one_convolution(rows_shape, transposed):
     """``relu(x @ W + b)`` with ``W`` constant and 16 rows or more: one ``conv2d_nhwc``
     with ``W`` packed, its bias and ReLU inside; the source graph holds ``W`` once (a
-    function of the packed array, the same bits; not ``W.T``'s ``W``, whose folded
-    transpose is what is packed); values are the unoptimised graph's."""
+    function of the packed array, the same bits, through the folded transpose for
+    ``W.T``); values are the unoptimised graph's."""
     from graphc.symbol.node import Deferred
     rng = np.random.default_rng(31)
     weights = rng.standard_normal((48, 32) if transposed else (32, 48)).astype(np.float32)
@@ -294,8 +294,8 @@ def test_a_product_by_a_constant_runs_as_a_one_by_one_convolution(rows_shape, tr
     assert not {"matmul", "fused_matmul", "relu", "add"} & set(kinds), kinds
     (conv,) = [n for n in fast.liveness.steps if n.op.kind == NAME]
     assert conv.op["activation"] == "relu" and conv.op["packed"] == (1, 1, 32, 48)
-    if not transposed:      # a folded transpose of it is the packed kernel's source
-        assert type(w._value) is Deferred and w.value.tobytes() == weights.tobytes()
+    # held as the unpack of the packed array (and, for ``W.T``, transposed back)
+    assert type(w._value) is Deferred and w.value.tobytes() == weights.tobytes()
     plain = graphc.compile([x], [y], optimise=False, kernels="numpy")
     given_ = rng.standard_normal(rows_shape).astype(np.float32)
     assert_allclose(fast.run(x=given_)[0], plain.run(x=given_)[0], rtol=1e-4, atol=1e-4)

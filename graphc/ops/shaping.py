@@ -7,6 +7,8 @@ indexing, padding, tiling, repetition, flips, one-hot. One definition each.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..algodiff import shaping as grads
 from ..algodiff.rules import DIRECT, HOLOMORPHIC
 from ..engine import cpu_kernels as kernels
@@ -38,10 +40,18 @@ def shape_op(name, arity, reference, *, grad, names=None, **facts) -> OpDef:
                  names=(name,) if names is None else names, **facts)
 
 
+def _transposed_back(op, result):
+    """The array ``transpose`` of ``op`` made ``result`` from (``OpKind.relayout``)."""
+    return np.ascontiguousarray(np.transpose(result, np.argsort(op["axes"])))
+
+
 define(
     # reshape only reinterprets memory, so its result may simply be its parent's
     shape_op("reshape", 1, "numpy.reshape", overwrites=ANY, grad=grads.reshape_grad),
-    shape_op("transpose", 1, "numpy.transpose", grad=grads.transpose_grad),
+    # a folded transpose of a constant (a product's ``W.T``) lays it out anew: the source
+    # may then hold ``W`` as the transpose back (graphc.held_once)
+    shape_op("transpose", 1, "numpy.transpose", grad=grads.transpose_grad,
+             relayout=_transposed_back),
     shape_op("broadcast_to", 1, "numpy.broadcast_to", grad=grads.broadcast_to_grad),
     shape_op("concatenate", None, "numpy.concatenate", grad=grads.concatenate_grad),
     shape_op("slice", 1, "numpy.ndarray.__getitem__", grad=grads.slice_grad,

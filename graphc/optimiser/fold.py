@@ -22,21 +22,23 @@ from .rewriter import Pass
 #: results up to this many bytes may always be folded
 FOLD_LIMIT = 1 << 16
 #: ``id`` of a folded ``relayout`` kind's constant -> weak references to it and to the
-#: node it laid out, and the op: what ``graphc.compile`` reads (:func:`relaid`) to let
-#: the source graph hold that node's array as a function of the result
-#: (:class:`~graphc.symbol.node.Deferred`); an entry goes with its constant
+#: node it laid out, and the ops from that node to it: what ``graphc.compile`` reads
+#: (:func:`relaid`) to let the source graph hold that node's array as a function of the
+#: result (:class:`~graphc.symbol.node.Deferred`); an entry goes with its constant
 _RELAID: dict = {}
 
 
-def _record(folded, original, op) -> None:
+def _record(folded, original, ops) -> None:
     key = id(folded)
     _RELAID[key] = (weakref.ref(folded, lambda _: _RELAID.pop(key, None)),
-                    weakref.ref(original), op)
+                    weakref.ref(original), tuple(ops))
 
 
 def relaid(node):
-    """``(the node it laid out, the op)`` where ``node`` is a folded ``relayout`` kind's
-    constant whose source node is alive, else ``None``.
+    """``(the node it laid out, the ops from it)`` where ``node`` is a folded
+    ``relayout`` kind's constant whose source node is alive, else ``None``. A relayout of
+    a relayout (a kernel packed from a folded transpose) names the first node, and both
+    ops in order.
 
     Example: ``relaid(const_node)``"""
     entry = _RELAID.get(id(node))
@@ -57,7 +59,9 @@ def make_folder(evaluate, limit: int = FOLD_LIMIT):
             return None
         folded = make_const(node, evaluate(node.op, [p.value for p in node.parents]))
         if kind.relayout is not None:
-            _record(folded, node.parents[0], node.op)
+            earlier = relaid(node.parents[0])
+            original, ops = earlier if earlier is not None else (node.parents[0], ())
+            _record(folded, original, ops + (node.op,))
         return folded
     return fold
 
