@@ -340,3 +340,26 @@ def test_a_saved_graph_never_holds_the_op():
     from graphc.graph.rebuild import NOT_SAVED
     assert "optimiser" in NOT_SAVED[NAME]
     assert not hasattr(N, NAME) and not hasattr(E, NAME)
+
+
+# -- the transposes between the layouts --------------------------------------------------------
+@needs_numba
+@examples(20)
+@given(st.sampled_from([(0, 2, 3, 1), (0, 3, 1, 2), (0, 1, 3, 2)]),
+       st.tuples(st.integers(1, 2), st.integers(16, 48), st.integers(16, 48), st.integers(16, 48)),
+       st.sampled_from([np.float32, np.float64]), st.booleans(), st.booleans())
+def test_layout_transposes_copy_exactly(axes, shape, dtype, strided, parallel):
+    """The generated copy of a transpose between NCHW and channels last gives NumPy's
+    array bit for bit, from a contiguous or a strided (sliced) input; other axes and
+    small results stay on NumPy's ``copyto``."""
+    rng = np.random.default_rng(sum(shape))
+    source = rng.standard_normal(shape[:-1] + (shape[-1] * (2 if strided else 1),)).astype(dtype)
+    x = source[..., ::2] if strided else source
+    op = Op.make("transpose", axes=axes)
+    out = np.full(tuple(x.shape[a] for a in axes), np.nan, dtype)
+    run = GENERATED_KERNELS["transpose"](op, [x], out, None, parallel)
+    if axes == (0, 1, 3, 2) or out.size < (1 << 15):
+        assert run is None
+        return
+    run()
+    assert out.tobytes() == np.ascontiguousarray(x.transpose(axes)).tobytes()

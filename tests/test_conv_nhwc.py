@@ -43,7 +43,7 @@ def conv_cases(draw):
     h = draw(st.integers(max(1, span - sum(pads)), 9))
     w = draw(st.integers(max(1, span - sum(pads)), 9))
     groups = draw(st.sampled_from([1, 1, 2, 4]))
-    cg = draw(st.sampled_from([8, 12, 16] if groups == 1 else [4, 8, 12, 16]))
+    cg = draw(st.sampled_from([3, 8, 12, 16] if groups == 1 else [4, 8, 12, 16]))
     og = draw(st.sampled_from([1, 4, 8, 17]))
     activation = draw(st.sampled_from(sorted(onednn_conv.ACTIVATIONS)))
     bounds = {"clip": (0.0, 1.0), "swish": (1.0, 0.0), "hardswish": (1 / 6, 0.5)}
@@ -437,7 +437,9 @@ def test_graphc_conv_gemm_keeps_convolutions_on_the_gemms(monkeypatch):
 def test_what_the_rewrite_takes():
     image = N.var("x", (1, 3, 16, 16))
     stem = N.conv2d(image, N.const(np.ones((8, 3, 3, 3), np.float32)), padding=1)
-    assert 3 < MIN_GROUP_CHANNELS and not takes(stem)          # an image's channels
+    assert MIN_GROUP_CHANNELS == 3 and takes(stem)              # an image's channels
+    pair = N.var("p", (1, 2, 8, 8))
+    assert not takes(N.conv2d(pair, N.const(np.ones((8, 2, 3, 3), np.float32))))
     depthwise = N.var("d", (1, 4, 8, 8))                         # but one per group
     assert takes(N.conv2d(depthwise, N.const(np.ones((4, 1, 3, 3), np.float32)), groups=4))
     gray = N.var("g", (1, 1, 8, 8))                               # one channel is no group
@@ -447,7 +449,7 @@ def test_what_the_rewrite_takes():
     assert not takes(N.conv2d(wide, N.var("w", (8, 16, 3, 3))))  # a kernel that changes
     doubles = N.var("z", (1, 16, 8, 8), np.float64)
     assert not takes(N.conv2d(doubles, N.const(np.ones((8, 16, 3, 3)))))
-    assert MIN_GROUPED_CHANNELS == 4 < MIN_GROUP_CHANNELS       # ResNeXt's groups of 4
+    assert MIN_GROUPED_CHANNELS == 4                              # ResNeXt's groups of 4
     assert takes(N.conv2d(wide, N.const(np.ones((8, 4, 3, 3), np.float32)), groups=4))
     assert not takes(N.conv2d(wide, N.const(np.ones((8, 2, 3, 3), np.float32)), groups=8))
 

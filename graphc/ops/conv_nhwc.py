@@ -36,9 +36,11 @@ from .definition import OpDef, Refused, define
 NAME = "conv2d_nhwc"
 #: the fewest input channels per group oneDNN's primitive takes, but in a depthwise
 #: convolution (one per group, its "brdgmm_dw" kernel: 28x28x72 5x5 24 us against 58 for
-#: the generated one, 7x7x576 12 against 27): an image's 3 channels (a stem) ran 2-3x
-#: slower there than on im2col and a GEMM (ResNet's 7x7: 3.1-4.8 against 1.5 ms)
-MIN_GROUP_CHANNELS = 8
+#: the generated one, 7x7x576 12 against 27): an image's 3 (a stem), its input transposed
+#: to channels last by a generated copy (1x3x224x224: 57 us), against im2col and a GEMM:
+#: ResNet18's 7x7 stem 2.2 -> 1.4 ms, MnasNet's 3x3 0.23 -> 0.14 (session 14 had measured
+#: the 7x7 at 3.1-4.8 ms on unpacked weights)
+MIN_GROUP_CHANNELS = 3
 #: the same for a grouped convolution: ResNeXt's 32 groups of 4 channels at 56x56 took
 #: 370 us there, against 790 on im2col and GEMMs plus ~600 for the transposes around
 MIN_GROUPED_CHANNELS = 4
@@ -47,6 +49,8 @@ MIN_GROUPED_CHANNELS = 4
 #: 197 rows (16 x 384 x 768: 57 against 134 us, weights from memory); one row (a
 #: classifier's GEMV) ran no faster
 MIN_PRODUCT_ROWS = 16
+#: ... and the fewest columns of its left operand (its depth)
+MIN_PRODUCT_DEPTH = 8
 TO_NCHW, TO_NHWC, OIHW_TO_HWIO = (0, 3, 1, 2), (0, 2, 3, 1), (2, 3, 1, 0)
 
 
@@ -197,7 +201,7 @@ def takes(node) -> bool:
 def takes_product(node) -> bool:
     """Whether a ``matmul`` node runs as this op, a 1x1 convolution of its rows (the
     optimiser's channels-last rewrite): float32, a constant 2-D right operand (packed once,
-    by folding), at least :data:`MIN_PRODUCT_ROWS` rows and :data:`MIN_GROUP_CHANNELS`
+    by folding), at least :data:`MIN_PRODUCT_ROWS` rows and :data:`MIN_PRODUCT_DEPTH`
     columns in the left one, and a fast oneDNN primitive for it.
 
     >>> import graphc.ndarray as N
@@ -210,7 +214,7 @@ def takes_product(node) -> bool:
             or node.op.get("trans_a", False) or node.op.get("epilogue") is not None):
         return False
     rows, k = int(np.prod(a.shape[:-1])), a.shape[-1]
-    if rows < MIN_PRODUCT_ROWS or k < MIN_GROUP_CHANNELS:
+    if rows < MIN_PRODUCT_ROWS or k < MIN_PRODUCT_DEPTH:
         return False
     from ..engine import onednn_conv
     op = Op.make(NAME, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1,
@@ -323,4 +327,5 @@ NATIVE_CONVOLUTIONS.append(takes)
 NATIVE_PRODUCTS.append(takes_product)
 
 __all__ = ["NAME", "PACK", "kernel_shape", "MIN_GROUP_CHANNELS", "MIN_GROUPED_CHANNELS",
-           "MIN_PRODUCT_ROWS", "as_conv2d", "geometry", "takes", "takes_product"]
+           "MIN_PRODUCT_ROWS", "MIN_PRODUCT_DEPTH", "as_conv2d", "geometry", "takes",
+           "takes_product"]
