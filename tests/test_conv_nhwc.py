@@ -302,6 +302,23 @@ def test_a_product_by_a_constant_runs_as_a_one_by_one_convolution(rows_shape, tr
 
 
 @needs_onednn
+def test_only_a_bias_per_column_moves_into_a_product():
+    """``x @ W + c`` with ``c`` of shape ``(N, 1)`` (one value per row, rows == columns)
+    stays an addition after the product; one of shape ``(N,)`` joins it."""
+    rng = np.random.default_rng(43)
+    x = N.var("x", (32, 16))
+    w = N.const(rng.standard_normal((16, 32)).astype(np.float32))
+    given_ = rng.standard_normal((32, 16)).astype(np.float32)
+    for shape, joined in (((32, 1), False), ((32,), True)):
+        y = N.matmul(x, w) + N.const(rng.standard_normal(shape).astype(np.float32))
+        fast = graphc.compile([x], [y], kernels="generated", check=True)
+        kinds = [n.op.kind for n in fast.liveness.steps]
+        assert kinds.count(NAME) == 1 and ("add" not in kinds) == joined, kinds
+        want = graphc.compile([x], [y], optimise=False, kernels="numpy").run(x=given_)[0]
+        assert_allclose(fast.run(x=given_)[0], want, rtol=1e-4, atol=1e-4)
+
+
+@needs_onednn
 def test_what_the_product_rewrite_takes():
     w = N.const(np.ones((32, 8), np.float32))
     assert takes_product(N.matmul(N.var("x", (MIN_PRODUCT_ROWS, 32)), w))

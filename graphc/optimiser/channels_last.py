@@ -361,8 +361,9 @@ def _into_product(node, ctx):
             continue
         others = [q for i, q in enumerate(node.parents) if i != k]
         channels = conv.shape[-1]
-        if not all(math.prod(q.shape) in (1, channels) and (not q.shape or q.shape[-1]
-                                                              in (1, channels))
+        # one value, or one per column: (N, 1) is one per row, whatever N is
+        if not all(math.prod(q.shape) == 1 or (math.prod(q.shape) == channels
+                                               and q.shape[-1] == channels)
                    for q in others):
             return None
         ns = NodeNamespace(node)

@@ -95,8 +95,6 @@ def _hardswish(node, ctx):
 #: ``multiply`` patterns that are one activation of a convolution: name -> matcher
 #: ``(node, ctx) -> (the convolution, (alpha, beta)) or None``
 GATES = {"swish": _swish, "hardswish": _hardswish}
-
-
 #: the kinds :func:`absorbed` may rewrite
 ABSORBING = frozenset({"add", "multiply"}) | frozenset(PLAIN)
 
