@@ -229,3 +229,58 @@ def test_specialising_on_an_input_value_leaves_the_callers_array_writeable():
     assert axes.flags.writeable
     axes[0] = 0   # a new value: a new specialisation, not the stale one
     np.testing.assert_array_equal(g.run(x=x, axes=axes)[0], x.sum(axis=0))
+
+
+
+def _linear_bn(rank: int, flatten_axis, shape_reader: bool, second_reader: bool):
+    """``BN(flatten(x @ W))`` (LeViT's Linear + BatchNorm1d), reshaped back by a Shape
+    of the product, or through a Relu; with ``second_reader``, the product is an
+    output too."""
+    rng = np.random.default_rng(1)
+    k, n = 4, 6
+    dims = [2, 5, k][-rank:]
+    arrays = {"W": rng.standard_normal((k, n)), "gamma": rng.uniform(0.5, 2, n),
+              "beta": rng.standard_normal(n), "mean": rng.standard_normal(n),
+              "var": rng.uniform(0.5, 2, n)}
+    inits = [nh.from_array(v.astype(np.float32), name) for name, v in arrays.items()]
+    nodes = [h.make_node("MatMul", ["x", "W"], ["p"])]
+    product = [*dims[:-1], n]
+    flat, out = "p", product
+    if flatten_axis is not None:
+        nodes.append(h.make_node("Flatten", ["p"], ["f"], axis=flatten_axis))
+        axis = flatten_axis % rank
+        flat, out = "f", [int(np.prod(product[:axis])), int(np.prod(product[axis:]))]
+    nodes.append(h.make_node("BatchNormalization", [flat, "gamma", "beta", "mean", "var"],
+                             ["n"], epsilon=1e-3))
+    if shape_reader:
+        nodes += [h.make_node("Shape", ["p"], ["s"]), h.make_node("Reshape", ["n", "s"], ["y"])]
+        out = product
+    else:
+        nodes.append(h.make_node("Relu", ["n"], ["y"]))
+    outputs = [h.make_tensor_value_info("y", F, out)]
+    if second_reader:
+        outputs.append(h.make_tensor_value_info("p", F, product))
+    model = _model(nodes, [h.make_tensor_value_info("x", F, dims)], outputs, inits)
+    return model, rng.standard_normal(dims).astype(np.float32)
+
+
+@pytest.mark.parametrize("rank, flatten_axis, shape_reader, second_reader", [
+    (3, 2, True, False),     # LeViT's export: a Shape of the product reshapes it back
+    (3, -1, False, False),
+    (2, None, False, False),  # a BatchNormalization straight on a 2-D product
+    (2, 1, False, False),
+    (3, 2, True, True),      # the unscaled product is an output too: no fold
+])
+def test_batchnorm_folds_into_a_constant_matmul_before_it(rank, flatten_axis, shape_reader,
+                                                          second_reader):
+    model, x = _linear_bn(rank, flatten_axis, shape_reader, second_reader)
+    folded = graphc.onnx.load(model, optimise=False)
+    plain = graphc.onnx.load(model, optimise=False, fold_batchnorm=False)
+    for a, b in zip(folded.run(x=x), plain.run(x=x)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    # folded: the scale went into the matrix, an addition of the shift is left
+    steps = len(folded.executable.graph.order), len(plain.executable.graph.order)
+    assert (steps[0] < steps[1]) != second_reader
+    np.testing.assert_array_equal(nh.to_array(model.graph.initializer[0]),   # untouched
+                                  np.random.default_rng(1).standard_normal((4, 6))
+                                  .astype(np.float32))

@@ -29,8 +29,9 @@ def load(path_or_model, input_shapes=None, *, device: str = "cpu", plan: str = "
 
     ``input_shapes`` gives shapes for inputs with symbolic dimensions; without
     it such a model compiles at its first ``run``. ``fold_batchnorm`` folds each
-    inference BatchNormalization into the Conv that feeds it (exact up to
-    rounding; one op fewer per conv). The other options are those of
+    inference BatchNormalization into the Conv that feeds it, or into the constant
+    matrix of a MatMul that feeds it (through a Flatten keeping the last axis: a
+    Linear layer and BatchNorm1d), exact up to rounding: one op fewer per layer. The other options are those of
     :func:`graphc.compile`.
 
     A model file is untrusted input: a few bytes can ask for terabytes. Values

@@ -27,7 +27,7 @@ import numpy as np
 from .context import Namespaces
 from .convert import DEFAULT_DOMAINS, convert_node, is_folded_result, message_of
 from .errors import OnnxModelError, OnnxUnsupported, describe
-from .fold_bn import consumers_of, fold_into_conv
+from .fold_bn import consumers_of, fold_into_conv, fold_into_matmul
 from .formats import rounded, value_formats
 from .subgraph import outer_references
 from .limits import ImportBudget, ImportLimits
@@ -82,7 +82,8 @@ def import_graph(model, input_shapes: Mapping[str, tuple],
 
     ``input_shapes`` gives a concrete shape for each input whose declared shape
     is not fully static. ``fold_batchnorm`` folds each inference
-    BatchNormalization into the Conv before it (:mod:`graphc.onnx.fold_bn`).
+    BatchNormalization into the Conv (or constant MatMul) before it
+    (:mod:`graphc.onnx.fold_bn`).
     ``input_values`` fixes the value of inputs that nodes need while importing
     (axes, shapes): they become constants, not variables. ``limits`` bounds
     what the import may allocate (:class:`~graphc.onnx.limits.ImportLimits`).
@@ -126,15 +127,20 @@ class _Import:
         readers.update(v.name for v in graph.output)
         consumers = consumers_of(graph) if fold_batchnorm else {}
         output_names = {v.name for v in graph.output}
-        folded_away = set()
+        folded_away, shifts = set(), {}     # id(BN) -> the Add computing it
         for index, node in enumerate(graph.node):
             if id(node) in folded_away:
                 continue
-            if fold_batchnorm and node.op_type == "Conv" and node.domain in DEFAULT_DOMAINS:
+            node = shifts.get(id(node), node)
+            if (fold_batchnorm and node.op_type in _FOLDS_BATCHNORM
+                    and node.domain in DEFAULT_DOMAINS):
                 folded = self._fold_batchnorm(node, index, consumers, output_names)
-                if folded is not None:
+                if folded is not None and node.op_type == "Conv":
                     node = _conv_with_folded_weights(node, *folded, self.env)
                     folded_away.add(id(folded[0]))
+                elif folded is not None:
+                    node, shifts[id(folded[0])] = _matmul_with_folded_weights(
+                        node, *folded, self.env)
             self._convert(node, index)
             for name in [*node.input, *outer_references(node)]:
                 if name and name in readers:
@@ -170,14 +176,17 @@ class _Import:
             variables.append(var)
         return variables
 
-    def _fold_batchnorm(self, conv, index, consumers, output_names):
-        """``fold_into_conv``'s answer, once the BatchNormalization it would absorb
-        has passed the same type checks as a node of its own."""
-        users = consumers.get(conv.output[0], [])
+    def _fold_batchnorm(self, node, index, consumers, output_names):
+        """``fold_into_conv``'s (or ``fold_into_matmul``'s) answer, once the
+        BatchNormalization it would absorb has passed the same type checks as a
+        node of its own."""
+        users = [u for u in consumers.get(node.output[0], []) if u.op_type != "Shape"]
+        if len(users) == 1 and users[0].op_type == "Flatten":
+            users = [u for u in consumers.get(users[0].output[0], []) if u.op_type != "Shape"]
         if len(users) == 1 and users[0].op_type == "BatchNormalization":
             bn = users[0]
-            # the conv's output has the conv input's element type (both are T)
-            values = [self.env.get(conv.input[0]) if i == 0 else self.env.get(name)
+            # the BN's input has the node's first input's element type (both are T)
+            values = [self.env.get(node.input[0]) if i == 0 else self.env.get(name)
                       for i, name in enumerate(bn.input)]
             if all(v is not None for v in values):
                 wrong = problem(bn, self.opset, values)
@@ -185,9 +194,9 @@ class _Import:
                     where = describe(bn, self.index_of.get(id(bn)))
                     raise OnnxModelError(f"{where}: {wrong}")
         try:
-            return fold_into_conv(conv, consumers, self.env, output_names)
+            return _FOLDS_BATCHNORM[node.op_type](node, consumers, self.env, output_names)
         except Exception as exc:
-            raise OnnxModelError(f"{describe(conv, index)}: folding the BatchNormalization "
+            raise OnnxModelError(f"{describe(node, index)}: folding the BatchNormalization "
                                  f"after it: {type(exc).__name__}: {message_of(exc)}") from exc
 
     def _convert(self, node, index) -> None:
@@ -247,6 +256,25 @@ def _conv_with_folded_weights(conv, bn, w, b, env):
     replacement.input.extend([conv.input[0], *names])
     replacement.output[0] = bn.output[0]
     return replacement
+
+
+def _matmul_with_folded_weights(matmul, bn, w, shift, env):
+    """A copy of ``matmul`` reading the folded matrix, and the Add that replaces
+    ``bn``: its input plus the shift, written to the BN's output."""
+    import onnx
+
+    replacement = onnx.NodeProto()
+    replacement.CopyFrom(matmul)
+    names = [f"{bn.output[0]}::folded_w", f"{bn.output[0]}::shift"]
+    env[names[0]], env[names[1]] = _read_only(w), _read_only(shift)
+    replacement.input[1] = names[0]
+    add = onnx.helper.make_node("Add", [bn.input[0], names[1]], [bn.output[0]],
+                                name=bn.name)
+    return replacement, add
+
+
+#: the nodes an inference BatchNormalization after them folds into
+_FOLDS_BATCHNORM = {"Conv": fold_into_conv, "MatMul": fold_into_matmul}
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
