@@ -106,15 +106,18 @@ SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e-30, -3
 @needs_onednn
 @pytest.mark.parametrize("activation,bounds", [
     ("relu", (0.0, 0.0)), ("clip", (0.0, 6.0)), ("hardswish", (1 / 6, 0.5)),
-    ("swish", (1.0, 0.0))])
+    ("swish", (1.0, 0.0)), ("sigmoid", (0.0, 0.0))])
 def test_activations_keep_numpy_values_nan_included(activation, bounds):
     """Pre-activations of every kind (NaN, infinities, zeros of both signs, denormals,
     the clip's bound and its neighbours) through a depthwise convolution by ones: the
     primitive's activation gives NumPy's values, NaN where NumPy has NaN (oneDNN's own
-    ReLU and clip give 0), but for the stated exception: ReLU and ReLU6 of ``-inf``
-    are NaN, not 0. SiLU's sigmoid is oneDNN's approximation."""
+    ReLU and clip give 0), but for the stated exceptions: ReLU and ReLU6 of ``-inf``
+    are NaN, not 0; a sigmoid below 1.7e-38 (of an input under -87) is 0. SiLU's
+    and the sigmoid's exponentials are oneDNN's approximations (within 4 ulp)."""
     c = 16
-    x = np.repeat(SPECIAL[None, :, None, None], c, axis=3).reshape(1, 1, SPECIAL.size, c)
+    values = SPECIAL if activation != "sigmoid" else np.concatenate(
+        [SPECIAL, np.array([-17.0, 17.0, -87.0, -88.5, -100.0], np.float32)])
+    x = np.repeat(values[None, :, None, None], c, axis=3).reshape(1, 1, values.size, c)
     op = conv_op((1, 1), ((0, 0), (0, 0)), (1, 1), c, activation, bounds)
     w, b = np.ones((1, 1, 1, c), np.float32), np.zeros(c, np.float32)
     out = np.empty_like(x)
@@ -123,9 +126,14 @@ def test_activations_keep_numpy_values_nan_included(activation, bounds):
         want = onednn_conv.activate(x.copy(), activation, bounds)
     exception = (x == -np.inf) & (activation in ("relu", "clip"))
     assert np.isnan(out[exception]).all()
+    if activation == "sigmoid":
+        flushed = np.abs(want) < 1.7e-38        # inputs below about -87
+        assert ((out[flushed] >= 0) & (out[flushed] <= want[flushed])).all()
+        assert x[flushed].max() < -86.9 and (out[x < -87.5] == 0).all()
+        exception |= flushed
     same = ~exception
     assert (np.isnan(out) == np.isnan(want))[same].all()
-    tolerance = 1e-6 if activation == "swish" else 0.0
+    tolerance = {"swish": 1e-6, "sigmoid": 5e-7}.get(activation, 0.0)
     assert_allclose(out[same], want[same], rtol=tolerance, atol=0.0)
 
 
@@ -426,11 +434,14 @@ def test_residual_operand_errors_name_the_op():
 def test_a_channel_gate_moves_onto_the_next_kernel(batch, groups, moved):
     """One image, one group: the gate scales the projection's kernel (made each run,
     32 x 16 products) instead of the 12 x 12 x 32 image; otherwise the image is scaled.
-    Either way the values are the unoptimised graph's."""
+    Either way the values are the unoptimised graph's; the gate's sigmoid is the
+    expanding convolution's activation."""
     x, y = _squeeze_excite(batch, groups)
     fast = graphc.compile([x], [y], kernels="generated", check=True)
     big = [n for n in fast.liveness.steps if n.op.kind == "multiply" and n.size >= 12 * 12 * 32]
     assert (not big) == moved, [(n.op.kind, n.shape) for n in fast.liveness.steps]
+    kinds = [n.op.get("activation") or n.op.kind for n in fast.liveness.steps]
+    assert "sigmoid" in kinds and not any(n.op.kind == "sigmoid" for n in fast.liveness.steps)
     plain = graphc.compile([x], [y], optimise=False, kernels="numpy")
     for seed in (12, 13):       # the kernel is made again on each run, from its gate
         image = np.random.default_rng(seed).standard_normal(x.shape).astype(np.float32)

@@ -39,7 +39,7 @@ _TAG_ANY, _SCRATCHPAD_USER = 1, 1
 _ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS, _ARG_SCRATCHPAD = 1, 17, 33, 41, 80
 _QUERY_IMPLEMENTATION, _QUERY_WEIGHTS, _QUERY_SCRATCHPAD = 8, 131, 136
 # oneDNN's eltwise post-op kinds (dnnl_alg_kind_t)
-_LINEAR, _CLIP, _SWISH, _HARDSWISH = 0x26, 0x2e, 0x2c, 0x34
+_LINEAR, _LOGISTIC, _CLIP, _SWISH, _HARDSWISH = 0x26, 0x29, 0x2e, 0x2c, 0x34
 #: the activations a primitive applies to its result before storing it: name -> the
 #: chain of oneDNN eltwise post-ops ``(kind, alpha, beta)`` computing it from the
 #: geometry's ``bounds``. oneDNN's own ReLU and clip take ``max(y, lo)``, which turns a
@@ -51,7 +51,9 @@ _LINEAR, _CLIP, _SWISH, _HARDSWISH = 0x26, 0x2e, 0x2c, 0x34
 #: ``-inf`` (no other value below 0 is left), and a ``hardswish`` ``y * clip(1e-30 * y +
 #: 1, 0, 1)`` sends ``-inf`` back to NaN and keeps every ``0 <= y <= hi``. ``"swish"``
 #: ``y * sigmoid(alpha * y)`` (SiLU: ``(1, 0)``) and ``"hardswish"`` ``y * clip(alpha * y
-#: + beta, 0, 1)`` (``(1/6, 1/2)``) keep a NaN by their product
+#: + beta, 0, 1)`` (``(1/6, 1/2)``) keep a NaN by their product. ``"sigmoid"`` (oneDNN's
+#: ``logistic``) keeps NaN and infinities and is within 4 ulp of the exact value, but
+#: for inputs under about -87 (a sigmoid under 1.7e-38), where it gives 0
 ACTIVATIONS = {
     "": lambda lo, hi: (),
     "relu": lambda lo, hi: ((_HARDSWISH, np.inf, 0.0), (_LINEAR, 1.0, 0.0)),
@@ -59,6 +61,7 @@ ACTIVATIONS = {
                             (_CLIP, -np.inf, hi), (_HARDSWISH, 1e-30, 1.0)),
     "swish": lambda alpha, beta: ((_SWISH, alpha, 0.0),),
     "hardswish": lambda alpha, beta: ((_HARDSWISH, alpha, beta),),
+    "sigmoid": lambda alpha, beta: ((_LOGISTIC, 0.0, 0.0),),
 }
 #: the largest upper bound of a ``"clip"`` (its lower bound is 0)
 CLIP_LIMIT = 1e20
@@ -462,6 +465,9 @@ def activate(y: np.ndarray, activation: str, bounds) -> np.ndarray:
         return y / (1 + np.exp(-alpha * y))
     if activation == "hardswish":
         return y * np.clip(alpha * y + beta, 0, 1)
+    if activation == "sigmoid":
+        with np.errstate(over="ignore"):        # exp(88.8+) is inf: the sigmoid is 0
+            return 1 / (1 + np.exp(-y))
     return y
 
 

@@ -31,8 +31,8 @@ def load(path_or_model, input_shapes=None, *, device: str = "cpu", plan: str = "
     it such a model compiles at its first ``run``. ``fold_batchnorm`` folds each
     inference BatchNormalization into the Conv that feeds it, or into the constant
     matrix of a MatMul that feeds it (through a Flatten keeping the last axis: a
-    Linear layer and BatchNorm1d), exact up to rounding: one op fewer per layer. The other options are those of
-    :func:`graphc.compile`.
+    Linear layer and BatchNorm1d), exact up to rounding: one op fewer per layer.
+    The other options are those of :func:`graphc.compile`.
 
     A model file is untrusted input: a few bytes can ask for terabytes. Values
     that depend only on constants are computed while importing, holding at most

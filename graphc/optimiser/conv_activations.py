@@ -6,6 +6,9 @@ The activations, as they reach the optimiser from ``graphc.ndarray`` or ONNX, by
 table :data:`GATES` and the kinds of :data:`PLAIN`:
 
 - ``relu(y)``;
+- ``sigmoid(y)`` (a squeeze-and-excitation gate: EfficientNet, MobileNetV3, RegNetY),
+  oneDNN's ``logistic``: within 4 ulp, but 0 for inputs under about -87 (a sigmoid
+  under 1.7e-38);
 - ``y * sigmoid(y)`` (SiLU: EfficientNet) -> ``"swish"``;
 - ``y * clip(y * (1/6) + 0.5, 0, 1)`` (hardswish: MobileNetV3, ONNX's ``HardSwish``) ->
   ``"hardswish"``.
@@ -14,7 +17,7 @@ Each applies where nothing but the activation reads the convolution (SiLU and
 hardswish read it twice, both inside the pattern).
 
 >>> sorted(ABSORBING)
-['add', 'multiply', 'relu']
+['add', 'multiply', 'relu', 'sigmoid']
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ NAME = "conv2d_nhwc"
 #: its lower bound, and the chain of four post-ops that keeps NaN
 #: (:data:`graphc.engine.onednn_conv.ACTIVATIONS`) cost MobileNetV2's convolutions
 #: 40-75 us each (56x56x144), where the clip as a pass of its own costs ~14 us
-PLAIN = {"relu": lambda op: (0.0, 0.0)}
+PLAIN = {"relu": lambda op: (0.0, 0.0), "sigmoid": lambda op: (0.0, 0.0)}
 
 
 def _conv(node, ctx, uses: int, residual_ok: bool = True):
