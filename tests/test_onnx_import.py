@@ -79,6 +79,15 @@ def test_run_errors_name_the_inputs():
         g.run(x=np.zeros((3, 3), np.float32))
     with pytest.raises(InputError, match="not inputs of the model"):
         graphc.onnx.load(_relu_add(), input_shapes={"q": (1,)})
+    # a dict of the compiled shapes goes straight to the graph; any other, the checks
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 3
+    np.testing.assert_array_equal(g.run({"x": x})[0], g.run(x=x)[0])
+    with pytest.raises(InputError, match="missing inputs \\['x'\\]"):
+        g.run({"z": x})
+    with pytest.raises(InputError, match="expects shape \\(2, 3\\) but got shape \\(3, 2\\)"):
+        g.run({"x": x.reshape(3, 2)})
+    with pytest.raises(InputError, match="float32"):
+        g.run({"x": x.astype(np.int64)})
 
 
 def test_unsupported_operator_names_it_and_the_node():
