@@ -350,15 +350,17 @@ def test_a_saved_graph_never_holds_the_op():
        st.sampled_from([np.float32, np.float64]), st.booleans(), st.booleans())
 def test_layout_transposes_copy_exactly(axes, shape, dtype, strided, parallel):
     """The generated copy of a transpose between NCHW and channels last gives NumPy's
-    array bit for bit, from a contiguous or a strided (sliced) input; other axes and
-    small results stay on NumPy's ``copyto``."""
+    array bit for bit, from a contiguous or a strided (sliced) input; small results stay
+    on NumPy's ``copyto``, and so do other axes but where no run of the view is
+    contiguous (a sliced input on the threads: the strided copy, exact too)."""
     rng = np.random.default_rng(sum(shape))
     source = rng.standard_normal(shape[:-1] + (shape[-1] * (2 if strided else 1),)).astype(dtype)
     x = source[..., ::2] if strided else source
     op = Op.make("transpose", axes=axes)
     out = np.full(tuple(x.shape[a] for a in axes), np.nan, dtype)
     run = GENERATED_KERNELS["transpose"](op, [x], out, None, parallel)
-    if axes == (0, 1, 3, 2) or out.size < (1 << 15):
+    other = axes == (0, 1, 3, 2)
+    if out.size < (1 << 15) or (other and not (strided and parallel)):
         assert run is None
         return
     run()

@@ -43,21 +43,41 @@ def shape_op(name, arity, reference, *, grad, names=None, **facts) -> OpDef:
 #: the transposes between NCHW and channels last, which a generated copy does in a
 #: third to a half of NumPy's time (1x3x224x224 to channels last: 57 against 179 us;
 #: 1x32x32x144 back: 46 against 91); other permutations (5-D windows) were not faster
+#: that way, but are where their contiguous runs are short by the strided copy
 _LAYOUT_AXES = frozenset({(0, 2, 3, 1), (0, 3, 1, 2)})
 
 
 def _generated_transpose(op, ins, out, ctx, parallel: bool):
     """A generated copy from the transposed view (``None``: NumPy's ``copyto`` serves):
-    float32/float64, a layout change of a large enough image."""
+    float32/float64, a large enough image; a layout change by the elementwise copy,
+    another permutation by :mod:`~graphc.engine.numba_strided_copy` where its runs are
+    short."""
     from ..engine.numba_kernels import generated_kernel
     from ..engine.strategy import PARALLEL_MIN
     from ..type.op import Op
     axes = tuple(op["axes"])
-    if (axes not in _LAYOUT_AXES or out.dtype not in (np.float32, np.float64)
-            or ins[0].dtype != out.dtype or not out.flags.c_contiguous
-            or out.size < PARALLEL_MIN):
+    if (out.dtype not in (np.float32, np.float64) or ins[0].dtype != out.dtype
+            or not out.flags.c_contiguous or out.size < PARALLEL_MIN):
         return None
+    if axes not in _LAYOUT_AXES:
+        return _strided_copy(ins[0].transpose(axes), out, parallel)
     return generated_kernel(Op.make("copy"), [ins[0].transpose(axes)], out, parallel)
+
+
+def _generated_reshape(op, ins, out, ctx, parallel: bool):
+    """The copy a reshape of a strided view makes (MobileViT's patches: a reshape of a
+    permuted image), generated where its contiguous runs are short (``None``: NumPy's
+    ``copyto`` serves)."""
+    from ..engine.strategy import PARALLEL_MIN
+    x = ins[0]
+    if x.flags.c_contiguous or not out.flags.c_contiguous or out.size < PARALLEL_MIN:
+        return None
+    return _strided_copy(x, out.reshape(x.shape), parallel)
+
+
+def _strided_copy(view, out, parallel: bool):
+    from ..engine.numba_strided_copy import strided_copy
+    return strided_copy(view, out, parallel)
 
 
 def _transposed_back(op, result):
@@ -67,7 +87,8 @@ def _transposed_back(op, result):
 
 define(
     # reshape only reinterprets memory, so its result may simply be its parent's
-    shape_op("reshape", 1, "numpy.reshape", overwrites=ANY, grad=grads.reshape_grad),
+    shape_op("reshape", 1, "numpy.reshape", overwrites=ANY, grad=grads.reshape_grad,
+             generated=_generated_reshape),
     # a folded transpose of a constant (a product's ``W.T``) lays it out anew: the source
     # may then hold ``W`` as the transpose back (graphc.held_once)
     shape_op("transpose", 1, "numpy.transpose", grad=grads.transpose_grad,
