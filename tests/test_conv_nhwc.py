@@ -113,7 +113,8 @@ def test_activations_keep_numpy_values_nan_included(activation, bounds):
     primitive's activation gives NumPy's values, NaN where NumPy has NaN (oneDNN's own
     ReLU and clip give 0), but for the stated exceptions: ReLU and ReLU6 of ``-inf``
     are NaN, not 0; a sigmoid below 1.7e-38 (of an input under -87) is 0. SiLU's
-    and the sigmoid's exponentials are oneDNN's approximations (within 4 ulp)."""
+    and the sigmoid's exponentials are oneDNN's approximations (the sigmoid's within 4
+    ulp on this Zen 4; checked to 1e-6, as oneDNN's code differs between ISAs)."""
     c = 16
     values = SPECIAL if activation != "sigmoid" else np.concatenate(
         [SPECIAL, np.array([-17.0, 17.0, -87.0, -88.5, -100.0], np.float32)])
@@ -127,13 +128,14 @@ def test_activations_keep_numpy_values_nan_included(activation, bounds):
     exception = (x == -np.inf) & (activation in ("relu", "clip"))
     assert np.isnan(out[exception]).all()
     if activation == "sigmoid":
-        flushed = np.abs(want) < 1.7e-38        # inputs below about -87
-        assert ((out[flushed] >= 0) & (out[flushed] <= want[flushed])).all()
-        assert x[flushed].max() < -86.9 and (out[x < -87.5] == 0).all()
+        # inputs below about -87: 0 or the tiny value (oneDNN's code differs by ISA)
+        flushed = np.abs(want) < 1.7e-38
+        assert ((out[flushed] >= 0) & (out[flushed] <= want[flushed] * (1 + 1e-6))).all()
+        assert x[flushed].max() < -86.9
         exception |= flushed
     same = ~exception
     assert (np.isnan(out) == np.isnan(want))[same].all()
-    tolerance = {"swish": 1e-6, "sigmoid": 5e-7}.get(activation, 0.0)
+    tolerance = {"swish": 1e-6, "sigmoid": 1e-6}.get(activation, 0.0)
     assert_allclose(out[same], want[same], rtol=tolerance, atol=0.0)
 
 

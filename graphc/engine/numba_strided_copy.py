@@ -57,8 +57,7 @@ def strided_copy(view: np.ndarray, out: np.ndarray, parallel: bool):
     Example: ``strided_copy(x.transpose(0, 2, 1, 3), out, parallel=True)()``
     """
     if (not parallel or view.dtype != out.dtype or view.dtype.kind != "f"
-            or view.shape != out.shape
-            or not out.flags.c_contiguous or view.size == 0
+            or view.shape != out.shape or not out.flags.c_contiguous or view.size == 0
             or any(s < 0 or s % view.itemsize for s in view.strides)):
         return None
     dims = merged_dims(view.shape, [s // view.itemsize for s in view.strides])
@@ -66,19 +65,16 @@ def strided_copy(view: np.ndarray, out: np.ndarray, parallel: bool):
     if len(dims) > RANK or (runs and runs[0] >= NUMPY_RUN):
         return None
     from .numba_kernels import available, load_compiled, threading_layer
-    if available() is not None:         # no Numba
+    if available() is not None or not threading_layer():    # no Numba, or one thread
         return None
+    import numba
+    from .numba_strided_loops import parallel as kernel
     dims = [(1, 0)] * (RANK - len(dims)) + dims
     span = sum((size - 1) * stride for size, stride in dims) + 1
     source = np.lib.stride_tricks.as_strided(view, shape=(span,), strides=(view.itemsize,))
     sizes = np.array([size for size, _ in dims], np.int64)
     strides = np.array([stride for _, stride in dims], np.int64)
     flat = out.reshape(-1)
-    from . import numba_strided_loops as loops
-    if not threading_layer():
-        return None
-    kernel = loops.parallel
-    import numba
     load_compiled(kernel, tuple(numba.typeof(a) for a in (source, strides, flat, sizes)))
 
     def run():

@@ -27,11 +27,14 @@ _INFERENCE_ATTRS = {"epsilon", "momentum", "is_test", "consumed_inputs", "spatia
                     "training_mode"}
 
 
-def fold_weights(w, b, gamma, beta, mean, var, eps):
-    """The kernel and bias of ``BN(conv(x, w) + b)`` as one conv (see the module doc)."""
+def fold_weights(w, b, gamma, beta, mean, var, eps, axis: int = 0):
+    """The kernel and bias of ``BN(conv(x, w) + b)`` as one conv (see the module doc);
+    with ``axis=1``, the matrix and shift of ``BN(x @ w)`` (a column per channel)."""
     scale = np.asarray(gamma, np.float64) / np.sqrt(np.asarray(var, np.float64) + eps)
-    folded_w = (np.asarray(w, np.float64) * scale.reshape((-1,) + (1,) * (w.ndim - 1)))
-    bias = np.zeros(w.shape[0]) if b is None else np.asarray(b, np.float64)
+    shape = [1] * w.ndim
+    shape[axis] = -1
+    folded_w = np.asarray(w, np.float64) * scale.reshape(shape)
+    bias = np.zeros(w.shape[axis]) if b is None else np.asarray(b, np.float64)
     folded_b = (bias - mean) * scale + beta
     return folded_w.astype(w.dtype), folded_b.astype(w.dtype)
 
@@ -124,11 +127,34 @@ def fold_into_matmul(matmul, consumers: dict, env: dict, graph_outputs: set):
     found = _inference_bn(name, consumers, env, graph_outputs, w.shape[1], ("Shape",))
     if found is None:
         return None
-    bn, eps, gamma, beta, mean, var = found
-    scale = np.asarray(gamma, np.float64) / np.sqrt(np.asarray(var, np.float64) + eps)
-    folded_w = (np.asarray(w, np.float64) * scale).astype(w.dtype)
-    shift = (np.asarray(beta, np.float64) - np.asarray(mean, np.float64) * scale)
-    return bn, folded_w, shift.astype(w.dtype)
+    bn, eps, *stats = found
+    return (bn, *fold_weights(w, None, *stats, eps, axis=1))
+
+
+def batchnorm_reader(node, consumers: dict):
+    """The BatchNormalization that alone reads ``node``'s result (through a Flatten
+    after a MatMul; Shape readers aside), the one :func:`fold_into_conv` or
+    :func:`fold_into_matmul` would fold, else ``None``.
+
+    >>> import onnx.helper as h
+    >>> nodes = [h.make_node("MatMul", ["x", "W"], ["p"]), h.make_node("Shape", ["p"], ["s"]),
+    ...          h.make_node("Flatten", ["p"], ["f"], axis=2),
+    ...          h.make_node("BatchNormalization", ["f", "g", "b", "m", "v"], ["n"])]
+    >>> users = consumers_of(h.make_graph(nodes, "g", [], []))
+    >>> batchnorm_reader(nodes[0], users).output[0], batchnorm_reader(nodes[1], users)
+    ('n', None)
+    """
+    name = node.output[0]
+    for _ in range(2 if node.op_type == "MatMul" else 1):
+        users = [u for u in consumers.get(name, []) if u.op_type != "Shape"]
+        if len(users) != 1:
+            return None
+        if users[0].op_type == "BatchNormalization":
+            return users[0]
+        if users[0].op_type != "Flatten":
+            return None
+        name = users[0].output[0]
+    return None
 
 
 def consumers_of(graph) -> dict:

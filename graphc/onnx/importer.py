@@ -27,7 +27,7 @@ import numpy as np
 from .context import Namespaces
 from .convert import DEFAULT_DOMAINS, convert_node, is_folded_result, message_of
 from .errors import OnnxModelError, OnnxUnsupported, describe
-from .fold_bn import consumers_of, fold_into_conv, fold_into_matmul
+from .fold_bn import batchnorm_reader, consumers_of, fold_into_conv, fold_into_matmul
 from .formats import rounded, value_formats
 from .subgraph import outer_references
 from .limits import ImportBudget, ImportLimits
@@ -127,19 +127,16 @@ class _Import:
         readers.update(v.name for v in graph.output)
         consumers = consumers_of(graph) if fold_batchnorm else {}
         output_names = {v.name for v in graph.output}
-        folded_away, shifts = set(), {}     # id(BN) -> the Add computing it
+        replaced = {}       # id(folded BN) -> the node computing it now, or None
         for index, node in enumerate(graph.node):
-            if id(node) in folded_away:
+            node = replaced.get(id(node), node)
+            if node is None:
                 continue
-            node = shifts.get(id(node), node)
             if (fold_batchnorm and node.op_type in _FOLDS_BATCHNORM
                     and node.domain in DEFAULT_DOMAINS):
                 folded = self._fold_batchnorm(node, index, consumers, output_names)
-                if folded is not None and node.op_type == "Conv":
-                    node = _conv_with_folded_weights(node, *folded, self.env)
-                    folded_away.add(id(folded[0]))
-                elif folded is not None:
-                    node, shifts[id(folded[0])] = _matmul_with_folded_weights(
+                if folded is not None:
+                    node, replaced[id(folded[0])] = _FOLDS_BATCHNORM[node.op_type][1](
                         node, *folded, self.env)
             self._convert(node, index)
             for name in [*node.input, *outer_references(node)]:
@@ -180,11 +177,8 @@ class _Import:
         """``fold_into_conv``'s (or ``fold_into_matmul``'s) answer, once the
         BatchNormalization it would absorb has passed the same type checks as a
         node of its own."""
-        users = [u for u in consumers.get(node.output[0], []) if u.op_type != "Shape"]
-        if len(users) == 1 and users[0].op_type == "Flatten":
-            users = [u for u in consumers.get(users[0].output[0], []) if u.op_type != "Shape"]
-        if len(users) == 1 and users[0].op_type == "BatchNormalization":
-            bn = users[0]
+        bn = batchnorm_reader(node, consumers)
+        if bn is not None:
             # the BN's input has the node's first input's element type (both are T)
             values = [self.env.get(node.input[0]) if i == 0 else self.env.get(name)
                       for i, name in enumerate(bn.input)]
@@ -194,7 +188,7 @@ class _Import:
                     where = describe(bn, self.index_of.get(id(bn)))
                     raise OnnxModelError(f"{where}: {wrong}")
         try:
-            return _FOLDS_BATCHNORM[node.op_type](node, consumers, self.env, output_names)
+            return _FOLDS_BATCHNORM[node.op_type][0](node, consumers, self.env, output_names)
         except Exception as exc:
             raise OnnxModelError(f"{describe(node, index)}: folding the BatchNormalization "
                                  f"after it: {type(exc).__name__}: {message_of(exc)}") from exc
@@ -245,7 +239,8 @@ class _Import:
 
 
 def _conv_with_folded_weights(conv, bn, w, b, env):
-    """A copy of ``conv`` reading the folded weights and writing the BN's output."""
+    """A copy of ``conv`` reading the folded weights and writing the BN's output, and
+    ``None``: the BN is gone."""
     import onnx
 
     replacement = onnx.NodeProto()
@@ -255,7 +250,7 @@ def _conv_with_folded_weights(conv, bn, w, b, env):
     del replacement.input[:]
     replacement.input.extend([conv.input[0], *names])
     replacement.output[0] = bn.output[0]
-    return replacement
+    return replacement, None
 
 
 def _matmul_with_folded_weights(matmul, bn, w, shift, env):
@@ -273,8 +268,10 @@ def _matmul_with_folded_weights(matmul, bn, w, shift, env):
     return replacement, add
 
 
-#: the nodes an inference BatchNormalization after them folds into
-_FOLDS_BATCHNORM = {"Conv": fold_into_conv, "MatMul": fold_into_matmul}
+#: the nodes an inference BatchNormalization after them folds into: op type -> (what
+#: folds, the node it becomes and what replaces the BN)
+_FOLDS_BATCHNORM = {"Conv": (fold_into_conv, _conv_with_folded_weights),
+                    "MatMul": (fold_into_matmul, _matmul_with_folded_weights)}
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
