@@ -184,6 +184,8 @@ def _table() -> dict[str, Rebuild]:
         # its public function returns (selected, count); the node is the first
         "non_max_suppression": Rebuild(KINDS["non_max_suppression"].attributes,
                                        lambda ps, a: NS.non_max_suppression(*ps, **a)[0]),
+        # its public function returns (values, indices); the node is the indices
+        "top_k": Rebuild(KINDS["top_k"].attributes, lambda ps, a: NS.top_k(*ps, **a)[1]),
         "var": Rebuild(("dtype", "name", "shape"),
                        lambda ps, a: NS.variable(a["name"], a["shape"], a["dtype"])),
         "fill": Rebuild(("dtype", "shape", "value"),

@@ -1,5 +1,5 @@
 """ONNX exporters of the sorting, cumulative and counting kinds
-(:mod:`graphc.ops.sorting`): ``TopK`` (a full, stable sort), ``CumSum``,
+(:mod:`graphc.ops.sorting`): ``TopK`` (a full, stable sort; and top-k), ``CumSum``,
 ``GatherElements`` and ``ScatterElements`` (``reduction="add"``).
 
 >>> callable(sort_export) and callable(bincount_export)
@@ -27,6 +27,13 @@ def sort_export(ctx, op, ins, out):
 
 def argsort_export(ctx, op, ins, out):
     _, indices = _top_k(ctx, op, ins[0])
+    return ctx.cast(Value(indices, out.shape, np.dtype(np.int64)), out.dtype)
+
+
+def top_k_export(ctx, op, ins, out):
+    """ONNX's ``TopK`` (sorted; equal values in index order, as graphc's), its indices."""
+    _, indices = ctx.op("TopK", [ins[0].name, ctx.ints([op["k"]])], outputs=2,
+                        axis=op["axis"], largest=int(op["largest"]), sorted=1)
     return ctx.cast(Value(indices, out.shape, np.dtype(np.int64)), out.dtype)
 
 

@@ -78,6 +78,27 @@ class SortingMixin(StatisticsMixin, SizedMixin, HistogramMixin):
         x, axis = _sort_axis(self, "argsort", self._lift(a), axis)
         return self._op("argsort", [x], axis=axis, stable=stable)
 
+    def top_k(self, a, k, axis=-1, largest=True):
+        """The ``k`` largest values of ``a`` along ``axis`` (``largest=False``: the
+        smallest) and their indices (intp), best first, as ``torch.topk`` and
+        ``jax.lax.top_k``: NaN ranks above every number (first among the largest,
+        last among the smallest), equal values come in index order (ONNX's ``TopK``).
+        The values' gradient reaches the chosen elements. Returns ``(values, indices)``.
+
+        Example: ``scores, order = N.top_k(objectness, 1000)``
+        """
+        x = self._lift(a)
+        if x.ndim == 0:
+            raise ShapeError("top_k: the input must have at least one dimension, got a "
+                             "0-d array")
+        axis = normalize_axis("top_k", axis, x.ndim)
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise ShapeError(f"top_k: k must be an int, got {k!r}")
+        if not isinstance(largest, (bool, np.bool_)):
+            raise ShapeError(f"top_k: largest must be True or False, got {largest!r}")
+        indices = self._op("top_k", [x], k=int(k), axis=axis, largest=bool(largest))
+        return self.take_along_axis(x, indices, axis), indices
+
     def _check_kth(self, name, x, kth, axis):
         n = x.shape[axis]
         for k in np.atleast_1d(np.asarray(kth)).ravel():

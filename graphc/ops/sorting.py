@@ -25,6 +25,11 @@ define(
     OpDef("argsort", "sorting", 1, "numpy.argsort", shape=shapes.argsort,
           kernel=kernels.argsort, reads_strided=True, grad=NO_GRADIENT,
           onnx=onnx.argsort_export, attributes=("axis", "stable"), names=("argsort",)),
+    # the indices of the k best along an axis, best first (N.top_k takes the values
+    # along them: their gradient is take_along_axis's)
+    OpDef("top_k", "sorting", 1, None, shape=shapes.top_k, kernel=kernels.top_k,
+          reads_strided=True, grad=NO_GRADIENT, onnx=onnx.top_k_export,
+          attributes=("k", "axis", "largest"), names=("top_k",)),
     OpDef("cumsum", "sorting", 1, "numpy.cumsum", shape=shapes.cumulative,
           kernel=kernels.cumulative, reads_strided=True, grad=grads.cumsum_grad,
           complex_grad=DIRECT,

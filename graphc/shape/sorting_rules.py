@@ -98,3 +98,21 @@ def bincount(op, parents):
     if weights.dtype.kind not in "biuf":
         raise DTypeError(f"bincount: weights must be real numbers, got {weights.dtype}")
     return (op["length"],), np.dtype(np.float64)
+
+
+def top_k(op, parents):
+    """The input's shape with ``k`` along the axis; intp indices (real values only:
+    complex numbers have no order a top-k could follow). Example: k=2 along axis 0
+    of a (5, 3) input gives intp indices of shape (2, 3)."""
+    (x,) = parents
+    _check_axis("top_k", op["axis"], x.shape)
+    if x.dtype.kind == "c":
+        raise DTypeError(f"top_k: the values must be real to be ranked, got {x.dtype} of "
+                         f"shape {x.shape}")
+    n, k = x.shape[op["axis"]], op["k"]
+    if not 0 <= k <= n:
+        raise ShapeError(f"top_k: k={k} must be in [0, {n}], the length of axis {op['axis']} "
+                         f"of the input of shape {x.shape}")
+    shape = list(x.shape)
+    shape[op["axis"]] = k
+    return tuple(shape), _INTP

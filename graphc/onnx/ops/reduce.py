@@ -236,19 +236,7 @@ def top_k(ctx):
     if not 0 <= k <= n:
         raise ctx.invalid(f"k = {k} must be in [0, {n}] (the size of axis {axis} of the "
                           f"input, shape {shape})")
-    # Rank each element by how many come before it in the output (strictly better
-    # ones, and equal ones at lower indices), then pick ranks 0..k-1: O(n^2) compares
-    # instead of a sort, which graphc lacks.
-    last = ns.moveaxis(x, axis, -1)
-    mine, other = ns.expand_dims(last, -1), ns.expand_dims(last, -2)
-    better = (ns.greater if ctx.attr("largest") else ns.less)(other, mine)
-    ctx.reserve((n, n), np.bool_, "TopK's comparisons")
-    earlier = np.tri(n, n, -1, dtype=bool)  # [i, j]: j < i
-    before = ns.logical_or(better, ns.logical_and(ns.equal(other, mine), earlier))
-    position = ns.sum(ns.astype(before, np.int64), -1)
-    chosen = ns.equal(ns.expand_dims(position, -1), np.arange(k, dtype=np.int64))
-    zero = np.zeros((), ctx.dtype(0))
-    values = ns.sum(ns.where(chosen, ns.expand_dims(last, -1), zero), -2)
-    indices = ns.sum(ns.where(chosen, np.arange(n, dtype=np.int64)[:, None], np.int64(0)), -2)
-    values = ns.moveaxis(_cast(ns, values, ctx.dtype(0)), -1, axis)
-    return values, ns.moveaxis(_cast(ns, indices, np.dtype(np.int64)), -1, axis)
+    # graphc's top_k ranks as ONNX's TopK does (equal values in index order); sorted=0
+    # allows any order, and the sorted one is such an order
+    values, indices = ns.top_k(x, k, axis=axis, largest=bool(ctx.attr("largest")))
+    return values, _cast(ns, indices, np.dtype(np.int64))
