@@ -136,6 +136,7 @@ def _locate_errors(cls, private=()) -> None:
 # The mixins import this module's helpers (is_python_scalar), so they are imported
 # below them; graphc/operator/__init__.py imports this module first.
 from .arrays import ArrayMixin  # noqa: E402
+from .boxes import BoxMixin  # noqa: E402
 from .creation import CreationMixin, RandomFunctions  # noqa: E402
 from .elementwise import ElementwiseMixin  # noqa: E402
 from .fft_functions import FFTFunctions  # noqa: E402
@@ -145,14 +146,15 @@ from .loops import LoopMixin  # noqa: E402
 from .mathematics import MathMixin  # noqa: E402
 from .neural import NeuralMixin  # noqa: E402
 from .reductions import ReductionMixin  # noqa: E402
+from .resampling import ResampleMixin  # noqa: E402
 from .shaping import ShapingMixin  # noqa: E402
 from .sorting import SortingMixin  # noqa: E402
 from .updates import UpdateMixin  # noqa: E402
 
 
 class Namespace(ElementwiseMixin, ReductionMixin, LinalgMixin, ShapingMixin, CreationMixin,
-                NeuralMixin, ArrayMixin, MathMixin, SortingMixin, UpdateMixin, LoopMixin,
-                Backend):
+                NeuralMixin, ResampleMixin, BoxMixin, ArrayMixin, MathMixin, SortingMixin,
+                UpdateMixin, LoopMixin, Backend):
     """Every NumPy-named function of graphc, for one backend (a subclass gives the
     hooks: :class:`~graphc.operator.lazy.LazyNamespace`, ``graphc.eager``'s).
 

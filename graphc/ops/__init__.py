@@ -17,7 +17,8 @@ True
 """
 from . import (control, creation, elementwise, formats, linalg, neural, reductions,  # noqa: F401
                channels_last, conv_nhwc, fused_matmul, pool_nhwc, softmax,
-               bitcast, collectives, complex_parts, detection, shaping, sorting)
+               bitcast, collectives, complex_parts, detection, shaping, sorting,
+               resampling, boxes)
 from .definition import DEFINITIONS, LEAF, NO_GRADIENT, OpDef, Refused, define
 
 __all__ = ["DEFINITIONS", "OpDef", "define", "NO_GRADIENT", "Refused", "LEAF"]
