@@ -36,7 +36,7 @@ class Case:
 
     def make_model(self):
         return {"resnet50": nn.resnet50, "inception_v3": nn.inception_v3,
-                "mnist_cnn": nn.MnistCNN}[self.model]()
+                "mnist_cnn": nn.MnistCNN, "maskrcnn": nn.maskrcnn}[self.model]()
 
     def make_optimiser(self):
         return {"sgd_momentum": lambda: nn.SGD(0.01, momentum=0.9),
@@ -120,6 +120,8 @@ CASES = {
     "resnet50_infer": Case("resnet50", 1, 224, False),
     "resnet50_train": Case("resnet50", 8, 224, True, "sgd_momentum"),
     "mnist_train": Case("mnist_cnn", 100, 28, True, "adagrad"),
+    # Owl's fourth: ResNet101-FPN, 512x512, 1000 proposals, 100 detections (issue 18)
+    "maskrcnn_infer": Case("maskrcnn", 1, 512, False),
 }
 
 #: the GPU benchmark's cases (benchmarks/gpu.py, issue 19): inference at batch 1 (launch

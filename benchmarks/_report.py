@@ -76,4 +76,5 @@ def default_repeats(quick: bool) -> dict:
     """Timed steps per process for each model case (``_cases.CASES``): fewer for the
     slow training step, and fewer still with ``--quick``."""
     return {"inceptionv3_infer": 5 if quick else 20, "resnet50_infer": 5 if quick else 20,
-            "resnet50_train": 2 if quick else 5, "mnist_train": 5 if quick else 20}
+            "resnet50_train": 2 if quick else 5, "mnist_train": 5 if quick else 20,
+            "maskrcnn_infer": 2 if quick else 5}

@@ -3,8 +3,9 @@
 What it measures
 ----------------
 For InceptionV3 inference (batch 1, 299x299), ResNet50 inference (batch 1,
-224x224), a ResNet50 training step (batch 8, SGD with momentum) and Owl's MNIST
-CNN training step (batch 100, AdaGrad):
+224x224), a ResNet50 training step (batch 8, SGD with momentum), Owl's MNIST
+CNN training step (batch 100, AdaGrad) and Mask R-CNN inference (batch 1, 512x512,
+ResNet101-FPN, random weights; Owl's published figures printed beside it):
 
 - eager time: ``graphc.eager`` (NumPy, every call allocates), median of repeats;
 - graph build: building the nodes (and, for training, the gradient nodes),
@@ -45,11 +46,16 @@ from _report import default_repeats, machine, progress as _progress, run_child, 
 
 RESULTS = os.path.join(HERE, "results")
 MIB = 1 << 20
-ORDER = ("inceptionv3_infer", "resnet50_infer", "resnet50_train", "mnist_train")
+ORDER = ("inceptionv3_infer", "resnet50_infer", "resnet50_train", "mnist_train",
+         "maskrcnn_infer")
 TITLES = {"inceptionv3_infer": "InceptionV3 inference b1 299²",
           "resnet50_infer": "ResNet50 inference b1 224²",
           "resnet50_train": "ResNet50 training step b8 224²",
-          "mnist_train": "MNIST CNN training step b100"}
+          "mnist_train": "MNIST CNN training step b100",
+          "maskrcnn_infer": "Mask R-CNN inference b1 512² (ResNet101-FPN)"}
+#: Owl's published Mask R-CNN figures (its report's table), beside graphc's row
+OWL_MASKRCNN = ("Owl's report, Mask R-CNN on its own machine: eager 11.54 s; graph build "
+                "0.363 s, 8.38 s per evaluation; peak 6483 MB eager, 870 MB graph.")
 
 def measure_all(cases, rounds, repeats, seed) -> dict:
     """``{case: {mode: [child results, one per round]}}``, eager and graph alternating."""
@@ -120,6 +126,8 @@ def table(rows, accuracy=None) -> str:
             f"| {_mib(r['planned_bytes'])} | {_mib(r['lower_bound_bytes'])} "
             f"| {r['plan_ratio']:.3f} | {r['nodes_unoptimised']} → {r['nodes']} |")
     text = "\n".join(lines)
+    if any(r["case"] == "maskrcnn_infer" for r in rows):
+        text += "\n\n" + OWL_MASKRCNN
     fixed = [r["engine_bytes"] for r in rows if r.get("engine_bytes")]
     if fixed:
         text += (f"\n\nPeaks are RSS above a baseline taken after the weights and batch exist "

@@ -10,6 +10,7 @@ from .data import (Dataset, IDXError, batches, load_fashion_mnist, load_mnist_fo
                    load_or_synthetic, read_idx, synthetic_mnist, write_idx)
 from .folding import fold_batchnorm, frozen
 from .inception import InceptionV3, inception_v3
+from .maskrcnn import MaskRCNN, MaskRCNNConfig, maskrcnn
 from .layers import BN_MOMENTUM, BatchNorm, Context, Conv, ConvBN, Dense, Param
 from .mnist import MnistCNN
 from .model import Model
@@ -19,6 +20,7 @@ from .training import (EagerTrainer, Trainer, compile_inference, compile_trainin
                        training_graph)
 
 __all__ = ["Model", "MnistCNN", "ResNet", "resnet50", "InceptionV3", "inception_v3",
+           "MaskRCNN", "MaskRCNNConfig", "maskrcnn",
            "Param", "Context", "Conv", "ConvBN", "BatchNorm", "Dense", "BN_MOMENTUM",
            "fold_batchnorm", "frozen", "Optimiser", "SGD", "AdaGrad", "Adam",
            "Trainer", "EagerTrainer", "training_graph", "compile_training", "compile_inference",
