@@ -47,6 +47,7 @@ from .build import make, make_const
 from .conv_activations import ABSORBING, absorbed
 from .lowering import NodeNamespace, native_conv, native_product
 from .rewriter import Pass
+from .split_concat import split_over_parts
 
 #: the fewest channels a depthwise convolution needs to run channels last: below, the
 #: vectors along the channels are too short for the per-cell loops to pay (32 channels
@@ -499,7 +500,8 @@ def _rewrite(node, ctx):
     kind = node.op.kind
     if kind == "conv2d":
         if native_conv(node):
-            return _convert_native(node, ctx)
+            split = split_over_parts(node, ctx)
+            return split if split is not None else _convert_native(node, ctx)
         if depthwise(node) and (_wide(node) or _free_nhwc(node.parents[0], ctx)):
             return _convert(node, ctx)
         return _pointwise_down(node)

@@ -130,8 +130,11 @@ def absorbed(node, ctx):
         return None
     if kind != "add":
         return None
-    made = _bias(node, ctx)
-    return made if made is not None else _residual(node, ctx)
+    for rule in (_bias, _residual, _bias_into_residual):
+        made = rule(node, ctx)
+        if made is not None:
+            return made
+    return None
 
 
 def _residual(node, ctx):
@@ -161,6 +164,38 @@ def _bias(node, ctx):
     ns = NodeNamespace(node)
     x, w, bias = conv.parents
     return make(node, conv.op, [x, w, ns.add(bias, ns.reshape(other, (channels,)))])
+
+
+def _bias_into_residual(node, ctx):
+    """``conv2d_nhwc(x, w, c, r) + b`` where ``r`` is another convolution's bare result
+    read only there, or a chain of such sums (a convolution split over its input's
+    parts, :mod:`.split_concat`) -> ``b`` joins the bias of the chain's first
+    convolution: the same sum, taken in another order, written once."""
+    for conv, other in (node.parents, node.parents[::-1]):
+        if _summing(conv, ctx):
+            made = _bias_down(conv.parents[3], other, node, ctx)
+            if made is not None:
+                return make(node, conv.op, list(conv.parents[:3]) + [made])
+    return None
+
+
+def _summing(conv, ctx) -> bool:
+    """Whether ``conv`` is a ``conv2d_nhwc`` adding a residual, with no activation, read
+    once."""
+    return (conv.op.kind == NAME and len(conv.parents) == 4 and not conv.op["activation"]
+            and ctx.uses(conv) == 1)
+
+
+def _bias_down(residual, b, like, ctx):
+    """``residual`` (a chain of summing convolutions ending in a plain one) with ``b``
+    in that last one's bias, or ``None``."""
+    if _summing(residual, ctx):
+        inner = _bias_down(residual.parents[3], b, like, ctx)
+        return None if inner is None else make(like, residual.op,
+                                               list(residual.parents[:3]) + [inner])
+    if _conv(residual, ctx, 1, residual_ok=False) is None:
+        return None
+    return _bias(make(like, Op.make("add"), [residual, b]), ctx)
 
 
 __all__ = ["ABSORBING", "GATES", "PLAIN", "absorbed"]
