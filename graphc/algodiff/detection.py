@@ -30,6 +30,25 @@ def roi_align_grad(ns, op, inputs, output, g, needs=None):
                                   **_roi_params(op)), None, None]
 
 
+def roi_align_levels_grad(ns, op, inputs, output, g, needs=None):
+    """Each level's features get the gradient of the boxes pooled from that level (the
+    others' rows of ``g`` zeroed): one ``roi_align_backward`` per level."""
+    boxes, batch_index, levels = inputs[:3]
+    grads = [None, None, None]
+    params = dict(sampling_ratio=op["sampling_ratio"], mode=op["mode"],
+                  aligned=op["aligned"])
+    for i, (x, scale) in enumerate(zip(inputs[3:], op["spatial_scales"])):
+        if not wants(needs, 3 + i):
+            grads.append(None)
+            continue
+        mine = ns.reshape(ns.equal(levels, i), (-1, 1, 1, 1))
+        grads.append(ns.roi_align_backward(ns.where(mine, g, ns.zeros((), g.dtype)), boxes,
+                                           batch_index, x if op["mode"] == "max" else None,
+                                           input_shape=x.shape, spatial_scale=scale,
+                                           **params))
+    return grads
+
+
 def roi_align_backward_grad(ns, op, inputs, output, g, needs=None):
     if op["mode"] == "max":
         raise GraphError("roi_align_backward: the second derivative of roi_align in max "

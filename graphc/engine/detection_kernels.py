@@ -201,6 +201,36 @@ def roi_align(op, ins, out, ctx):
     return roi_align
 
 
+def roi_align_levels(op, ins, out, ctx):
+    """RoIAlign of each box from the features of its own level (``levels[r]``), with
+    that level's spatial scale: one box at a time, as :func:`roi_align`."""
+    boxes, batch_index, levels = ins[:3]
+    features = ins[3:]
+    out_hw = tuple(out.shape[2:])
+    per_level = [dict(op.params(), spatial_scale=s) for s in op["spatial_scales"]]
+
+    def roi_align_levels():
+        bad = (levels < 0) | (levels >= len(features))
+        if bad.any():
+            raise IndexError(f"roi_align_levels: level {levels[bad][0]} is out of range for "
+                             f"{len(features)} level(s) of features")
+        _checked_batch(batch_index, len(features[0]))
+        out.fill(0)
+        for r in range(boxes.shape[0]):
+            level = int(levels[r])
+            x, level_op = features[level], per_level[level]
+            ys, xs, count = roi_geometry(level_op, boxes[r], out_hw, tuple(x.shape[2:]))
+            if ys.grid <= 0 or xs.grid <= 0:
+                continue
+            image = x[int(batch_index[r])]
+            if op["mode"] == "avg":
+                _average(image, ys, xs, count, out_hw, out[r])
+                continue
+            for ph in range(out_hw[0]):
+                out[r, :, ph] = _max_bins(image, ys, xs, ph, out_hw[1])[0].max(axis=-1)
+    return roi_align_levels
+
+
 def roi_align_backward(op, ins, out, ctx):
     g, boxes, batch_index = ins[:3]
     x = ins[3] if len(ins) > 3 else None

@@ -184,6 +184,10 @@ def _table() -> dict[str, Rebuild]:
         # its public function returns (selected, count); the node is the first
         "non_max_suppression": Rebuild(KINDS["non_max_suppression"].attributes,
                                        lambda ps, a: NS.non_max_suppression(*ps, **a)[0]),
+        # its public function takes the levels' features first, as a list
+        "roi_align_levels": Rebuild(KINDS["roi_align_levels"].attributes,
+                                    lambda ps, a: NS.roi_align_levels(list(ps[3:]), *ps[:3],
+                                                                      **a)),
         # its public function returns (values, indices); the node is the indices
         "top_k": Rebuild(KINDS["top_k"].attributes, lambda ps, a: NS.top_k(*ps, **a)[1]),
         "var": Rebuild(("dtype", "name", "shape"),

@@ -1,7 +1,7 @@
 """The data-dependent stages of Mask R-CNN, written once against a namespace and given
 static shapes: anchors (constants), the proposal layer (top-k, box decoding, NMS to a
-fixed number of padded proposals), the feature pyramid's RoIAlign (every box pooled
-from every level, the box's own level kept) and the detection layer (per-class NMS,
+fixed number of padded proposals), the feature pyramid's RoIAlign (each box from its
+own level) and the detection layer (per-class NMS,
 then the best ``detections`` of all classes, padded, with a count).
 
 Boxes are (x1, y1, x2, y2) in input pixels, as torchvision's; a padded row is all
@@ -84,9 +84,8 @@ def _gathered(ns, boxes, index):
 
 def pyramid_roi_align(ns, features, boxes, output_size: int, strides):
     """RoIAlign from FPN levels P2-P5 (torchvision's ``MultiScaleRoIAlign``): a box of
-    area ``a`` pools from level ``floor(4 + log2(sqrt(a) / 224))`` clipped to [2, 5].
-    Every level is pooled for every box and the box's own level is kept: static
-    shapes at four times the pooling's cost (small beside the heads).
+    area ``a`` pools from level ``floor(4 + log2(sqrt(a) / 224))`` clipped to [2, 5]
+    (``roi_align_levels``: each box read from its own level only).
 
     Example: ``pooled = pyramid_roi_align(N, [p2, p3, p4, p5], boxes, 7, (4, 8, 16, 32))``
     """
@@ -95,15 +94,11 @@ def pyramid_roi_align(ns, features, boxes, output_size: int, strides):
     height = boxes[:, 3] - boxes[:, 1]
     area = ns.maximum(width * height, np.float32(0.0))
     level = ns.floor(CANONICAL_LEVEL + ns.log2(ns.sqrt(area) / CANONICAL_SIZE + 1e-6))
-    level = ns.reshape(ns.clip(level, ROI_LEVELS[0], ROI_LEVELS[-1]), (count, 1, 1, 1))
-    image = np.zeros(count, np.int64)
-    pooled = None
-    for lvl, feature, stride in zip(ROI_LEVELS, features, strides):
-        part = ns.roi_align(feature, boxes, image, output_size, spatial_scale=1.0 / stride,
-                            sampling_ratio=2)
-        part = ns.where(ns.equal(level, float(lvl)), part, np.float32(0.0))
-        pooled = part if pooled is None else pooled + part
-    return pooled
+    level = ns.clip(level, ROI_LEVELS[0], ROI_LEVELS[-1]) - ROI_LEVELS[0]
+    return ns.roi_align_levels(list(features), boxes, np.zeros(count, np.int64),
+                               ns.astype(level, np.int64), output_size,
+                               tuple(1.0 / s for s in strides[:len(features)]),
+                               sampling_ratio=2)
 
 
 def detections(ns, class_logits, box_deltas, boxes, valid, config, size: int):

@@ -291,6 +291,40 @@ class NeuralMixin:
                         **roi_attributes("roi_align", spatial_scale, sampling_ratio, mode,
                                          aligned))
 
+    def roi_align_levels(self, features, boxes, batch_index, levels, output_size,
+                         spatial_scales, sampling_ratio=0, mode="avg", aligned=False):
+        """RoIAlign from a feature pyramid (torchvision's ``MultiScaleRoIAlign`` once each
+        box's level is chosen): box ``r`` is pooled from ``features[levels[r]]`` with
+        ``spatial_scales[levels[r]]``, exactly as :meth:`roi_align` pools it from that map
+        alone; ``levels`` (R,) integers in ``[0, len(features))`` (others fail the run).
+        Gives (R, C, OH, OW); the gradient reaches every level's features.
+
+        Example: ``N.roi_align_levels([p2, p3, p4, p5], boxes, image_of_box, level_of_box, 7,
+        (1 / 4, 1 / 8, 1 / 16, 1 / 32), sampling_ratio=2)``
+        """
+        from .detection import check_batch_index, roi_attributes
+        opname = "roi_align_levels"
+        features = [self._lift(f) for f in features]
+        if not features:
+            raise ShapeError(f"{opname}: give the features of at least one level")
+        try:
+            scales = tuple(spatial_scales)
+        except TypeError:
+            raise ShapeError(f"{opname}: spatial_scales must hold one scale per level, got "
+                             f"{spatial_scales!r}") from None
+        if len(scales) != len(features):
+            raise ShapeError(f"{opname}: {len(features)} level(s) of features but "
+                             f"{len(scales)} spatial scale(s)")
+        attrs = [roi_attributes(opname, s, sampling_ratio, mode, aligned) for s in scales]
+        for i, f in enumerate(features):
+            _spatial(opname, f"level {i}'s features", f.shape)
+        boxes, batch_index = self._lift(boxes), self._lift(batch_index)
+        check_batch_index(self, opname, batch_index, features[0].shape[0])
+        common = {k: v for k, v in attrs[0].items() if k != "spatial_scale"}
+        return self._op(opname, [boxes, batch_index, self._lift(levels)] + features,
+                        output_size=pair(opname, "output_size", output_size),
+                        spatial_scales=tuple(a["spatial_scale"] for a in attrs), **common)
+
     def roi_align_backward(self, g, boxes, batch_index, x=None, input_shape=None,
                            spatial_scale=1.0, sampling_ratio=0, mode="avg", aligned=False):
         """The gradient of ``sum(roi_align(x, boxes, batch_index, ...) * g)`` with respect

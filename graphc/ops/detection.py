@@ -1,5 +1,6 @@
 """The detection kinds of Mask R-CNN's heads: ``roi_align``, its backward
-``roi_align_backward`` and ``non_max_suppression``. One definition each.
+``roi_align_backward``, the feature pyramid's ``roi_align_levels`` and
+``non_max_suppression``. One definition each.
 
 Their semantics are in :mod:`graphc.engine.detection_kernels` (the kernels), their shape
 rules in :mod:`graphc.shape.detection_rules`, their gradients in
@@ -40,6 +41,14 @@ define(
     OpDef("roi_align", "neural", 3, None, shape=shapes.roi_align_rule,
           kernel=kernels.roi_align, fallible=True, grad=grads.roi_align_grad,
           onnx=_roi_align_export, attributes=("output_size",) + _ROI, names=("roi_align",)),
+    # parents (boxes, batch_index, levels, the features of each level): a feature
+    # pyramid's RoIAlign, each box from its own level
+    OpDef("roi_align_levels", "neural", None, None, shape=shapes.roi_align_levels_rule,
+          kernel=kernels.roi_align_levels, fallible=True, grad=grads.roi_align_levels_grad,
+          onnx=Refused("ONNX's RoiAlign reads one feature map: pool each level with "
+                       "roi_align and pick each box's row to export"),
+          attributes=("output_size", "spatial_scales", "sampling_ratio", "mode", "aligned"),
+          names=("roi_align_levels",)),
     # parents (g, boxes, batch_index), and the features in max mode
     OpDef("roi_align_backward", "neural", None, None, shape=shapes.roi_align_backward_rule,
           kernel=kernels.roi_align_backward, fallible=True,

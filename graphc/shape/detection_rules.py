@@ -88,6 +88,37 @@ def roi_align_rule(op, parents):
     return (rois, x.shape[1], oh, ow), x.dtype
 
 
+def roi_align_levels_rule(op, parents):
+    """``(R, C, OH, OW)`` in the features' dtype: parents (boxes, batch_index, levels,
+    the features of each level), every level's features of the same images, channels
+    and dtype, one spatial scale each."""
+    opname = "roi_align_levels"
+    if len(parents) < 4:
+        raise ShapeError(f"{opname}: takes (boxes, batch_index, levels) and the features "
+                         f"of at least one level; got {len(parents)} arrays")
+    boxes, batch_index, levels = parents[:3]
+    features = parents[3:]
+    scales = op["spatial_scales"]
+    if (not isinstance(scales, tuple) or len(scales) != len(features)
+            or not all(isinstance(v, float) and v > 0 for v in scales)):
+        raise ShapeError(f"{opname}: spatial_scales must be one positive float per level "
+                         f"({len(features)}), got {scales!r}")
+    check_roi_attributes(opname, dict(op.params(), spatial_scale=scales[0]))
+    oh, ow = _pair(opname, "output_size", op["output_size"])
+    first = _features(opname, "level 0's features", features[0].shape)
+    for i, f in enumerate(features[1:], 1):
+        shape = _features(opname, f"level {i}'s features", f.shape)
+        if shape[:2] != first[:2] or f.dtype != features[0].dtype:
+            raise ShapeError(f"{opname}: every level must hold the same images and channels "
+                             f"in one dtype: level 0 is {first} {features[0].dtype}, level "
+                             f"{i} is {shape} {f.dtype}")
+    rois = check_rois(opname, features[0].dtype, boxes, batch_index)
+    if tuple(levels.shape) != (rois,) or levels.dtype.kind not in "iu":
+        raise ShapeError(f"{opname}: levels must be ({rois},) integers (each box's level), "
+                         f"got {tuple(levels.shape)} {levels.dtype}")
+    return (rois, first[1], oh, ow), features[0].dtype
+
+
 def roi_align_backward_rule(op, parents):
     """The features' shape ``input_shape`` in the gradient's dtype; in ``max`` mode the
     features themselves are the fourth parent (the winning samples depend on them)."""
