@@ -2,8 +2,9 @@
 read (``prepare``: weights and one batch) and what it then times (``build``:
 an eager step, or a compiled graph's run).
 
-Inference uses batch-norm-folded weights in both modes (the graph holds them as
-constants without copying). Training hands the weights to the graph's
+Inference uses batch-norm-folded weights in both modes. The graph holds them as
+constants, packed into its convolutions' layout where they read them so; the caller's
+arrays are dropped once it is compiled, so its peak counts the weights once. Training hands the weights to the graph's
 variables one array at a time, dropping the caller's copy as it goes, so the
 graph's peak does not count the weights twice.
 """
@@ -68,6 +69,10 @@ class Case:
             if mode == "eager":
                 return (lambda: model.forward(E, work["params"], x, training=False)), None
             exe = nn.compile_inference(model, work["params"], work["shape"], plan=PLAN)
+            # the graph holds the weights now, packed where its kernels read them so
+            # (graphc.held_once): the caller's arrays go, as a user's would once compiled,
+            # and the peak counts the weights once (as training's hand-over does)
+            work["params"].clear()
             return (lambda: exe.run(x=x)), exe
         optimiser = self.make_optimiser()
         labels = work["labels"]
