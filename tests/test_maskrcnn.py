@@ -129,3 +129,20 @@ def test_every_parameter_maps_to_a_torchvision_name(tiny):
     default = MaskRCNN()
     assert default.name == "maskrcnn_resnet101_fpn"
     assert default.specs()[-2].shape == (81, 256, 1, 1)   # mask_fcn_logits: 81 classes
+
+
+def test_a_side_of_any_multiple_of_64_builds_its_pyramid():
+    """192 = 3 x 64: levels of 48, 24, 12, 6 and 3 cells, anchors for each."""
+    cfg = MaskRCNNConfig(image_size=192, blocks=(1, 1, 1, 1), width=8, fpn_channels=16,
+                         head_channels=32, classes=3, pre_nms=400, proposals=40,
+                         detections=8, min_confidence=0.0)
+    model = MaskRCNN(cfg)
+    params = model.init(seed=1)
+    image = np.random.default_rng(2).standard_normal((1, 3, 192, 192)).astype(np.float32)
+    with quiet():
+        eager = model.forward(E, params, image)
+        graph = compile_inference(model, params, image.shape, fold=False, optimise=False,
+                                  kernels="numpy").run(x=image)
+    for got, want in zip(graph, eager):
+        np.testing.assert_array_equal(got, want)
+    assert eager[0].shape == (8, 4) and eager[3].shape == (8, 28, 28)
