@@ -146,3 +146,17 @@ def test_a_side_of_any_multiple_of_64_builds_its_pyramid():
     for got, want in zip(graph, eager):
         np.testing.assert_array_equal(got, want)
     assert eager[0].shape == (8, 4) and eager[3].shape == (8, 28, 28)
+
+
+def test_the_proposal_layer_keeps_the_best_anchors_apart_and_pads():
+    cfg = MaskRCNNConfig(pre_nms=3, proposals=3, rpn_box_weights=(1.0, 1.0, 1.0, 1.0))
+    anchor_boxes = np.array([[0, 0, 10, 10], [20, 20, 40, 40], [50, 50, 70, 70],
+                             [21, 21, 40, 40]], np.float32)
+    objectness = np.array([0.1, 0.9, 0.5, 0.8], np.float32)
+    deltas = np.zeros((4, 4), np.float32)
+    deltas[2] = [0.5, 0.0, 0.0, 0.0]                  # moves anchor 2 by half its width
+    boxes, valid = detection.proposals(E, objectness, deltas, anchor_boxes, cfg, 64)
+    # the best three are anchors 1, 3 and 2; 3 overlaps 1 (IoU 0.9) and goes; anchor 2,
+    # moved to x 60-80, is clipped to the 64-pixel image; the third row is padding
+    np.testing.assert_array_equal(boxes, [[20, 20, 40, 40], [60, 50, 64, 64], [0, 0, 0, 0]])
+    assert valid.tolist() == [True, True, False]

@@ -66,7 +66,7 @@ def proposals(ns, objectness, deltas, anchor_boxes, config, size: int):
     pre = min(config.pre_nms, total)
     scores, order = ns.top_k(objectness, pre)
     boxes = ns.box_decode(ns.take(deltas, order, axis=0), ns.take(anchor_boxes, order, axis=0),
-                          weights=config.box_weights)
+                          weights=config.rpn_box_weights)
     boxes = clip_boxes(ns, boxes, size)
     kept = min(config.proposals, pre)
     rows, _ = ns.non_max_suppression(ns.reshape(boxes, (1, pre, 4)),

@@ -32,7 +32,9 @@ from .resnet import Bottleneck
 class MaskRCNNConfig:
     """Mask R-CNN's settings (Matterport's names in brackets). ``blocks`` per ResNet
     stage: (3, 4, 23, 3) is ResNet101 (BACKBONE), (3, 4, 6, 3) ResNet50; ``width`` the
-    stem's channels; ``box_weights`` the decoding's (1 / BBOX_STD_DEV)."""
+    stem's channels; ``box_weights`` and ``rpn_box_weights`` the box decodings' of the
+    heads and of the RPN (Matterport's 1 / BBOX_STD_DEV for both; torchvision's RPN
+    decodes with ``(1, 1, 1, 1)``)."""
 
     image_size: int = 512                        # IMAGE_MAX_DIM (square)
     blocks: tuple = (3, 4, 23, 3)
@@ -51,7 +53,8 @@ class MaskRCNNConfig:
     detections: int = 100                        # DETECTION_MAX_INSTANCES
     detection_nms: float = 0.3                   # DETECTION_NMS_THRESHOLD
     min_confidence: float = 0.7                  # DETECTION_MIN_CONFIDENCE
-    box_weights: tuple = (10.0, 10.0, 5.0, 5.0)  # 1 / RPN_BBOX_STD_DEV, BBOX_STD_DEV
+    box_weights: tuple = (10.0, 10.0, 5.0, 5.0)  # 1 / BBOX_STD_DEV
+    rpn_box_weights: tuple = (10.0, 10.0, 5.0, 5.0)  # 1 / RPN_BBOX_STD_DEV (torchvision: 1s)
 
     def __post_init__(self):
         if self.image_size <= 0 or self.image_size % 64:
@@ -183,6 +186,9 @@ class MaskRCNN(Model):
         Matterport's Keras weights map layer by layer the same way (``fpn_c2p2`` ->
         ``inner_blocks.0``, ``rpn_conv_shared`` -> ``rpn.head.conv``, its two-class RPN
         softmax -> the difference of its logits), with HWIO kernels transposed to OIHW.
+        With torchvision's weights, give ``MaskRCNNConfig(rpn_box_weights=(1, 1, 1, 1))``
+        (its RPN's box coder); the detection layer stays Matterport's (one class per
+        proposal, ``min_confidence``), where torchvision scores every class.
 
         Example: ``params = {g: sd[t].T if flip else sd[t] for g, (t, flip) in names.items()}``
         """
