@@ -326,6 +326,25 @@ def test_gemm_transposes_scales_and_broadcasts_c(opset):
     np.testing.assert_allclose(got, 0.5 * a.T @ b.T - 2.0 * c, rtol=1e-5, atol=1e-5)
 
 
+def test_a_transposed_initializer_is_read_in_place_by_the_product():
+    """Gemm(transB=1) with B an initializer (a classifier): the product reads B's rows
+    through a transposed view of the initializer, with no transpose step and no copy
+    folded out of one (oneDNN's matrix-vector product reads rows faster)."""
+    rng = np.random.default_rng(7)
+    a, b, c = _floats(rng, (1, 64)), _floats(rng, (32, 64)), _floats(rng, (32,))
+    node = h.make_node("Gemm", ["a", "b", "c"], ["y0"], transB=1)
+    model = _model(node, {"a": a, "b": b, "c": c}, constants=("b", "c"))
+    loaded = graphc.onnx.load(model)
+    (got,) = loaded.run(a=a)
+    np.testing.assert_allclose(got, a @ b.T + c, rtol=1e-5, atol=1e-5)
+    steps = loaded.executable.liveness.steps
+    assert "transpose" not in [n.op.kind for n in steps]
+    (product,) = [n for n in steps if n.op.kind in ("matmul", "fused_matmul")]
+    weights = product.parents[1]
+    assert weights.op.kind == "const" and weights.shape == (64, 32)
+    assert weights.value.strides == (4, 256) and not weights.value.flags.writeable
+
+
 def test_gemm_without_c_from_opset_11():
     rng = np.random.default_rng(5)
     a, b = _floats(rng, (2, 3)), _floats(rng, (3, 4))
