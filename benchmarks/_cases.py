@@ -4,9 +4,9 @@ an eager step, or a compiled graph's run).
 
 Inference uses batch-norm-folded weights in both modes. The graph holds them as
 constants, packed into its convolutions' layout where they read them so; the caller's
-arrays are dropped once it is compiled, so its peak counts the weights once. Training hands the weights to the graph's
-variables one array at a time, dropping the caller's copy as it goes, so the
-graph's peak does not count the weights twice.
+arrays are dropped once it is compiled, so its peak counts the weights once. Training
+hands the weights to the graph's variables one array at a time, dropping the caller's
+copy as it goes, so the graph's peak does not count the weights twice.
 """
 from __future__ import annotations
 
