@@ -94,10 +94,11 @@ def _on_host(cpu_builder):
 #: solvers (NumPy's LAPACK: the CPU's results; CuPy's cuSOLVER covers only some of them,
 #: with other conventions), the narrow formats' rounding (ml_dtypes' casts, which
 #: CuPy arrays do not have) and the detection ops (RoIAlign's loop over boxes and
-#: non-maximum suppression's data-dependent selection read their boxes on the host)
+#: non-maximum suppression's data-dependent selection read their boxes on the host; top_k
+#: ranks one row at a time)
 HOST_KERNELS = frozenset({"inv", "solve", "det", "cholesky", "pinv", "slogdet", "qr", "svd",
                           "eigh", "eig", "round_to_format", "roi_align", "roi_align_backward",
-                          "non_max_suppression"})
+                          "roi_align_levels", "non_max_suppression", "top_k"})
 
 
 #: kinds whose CPU builder does not carry over to the device through NumPy's dispatch:
