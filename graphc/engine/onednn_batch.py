@@ -16,7 +16,7 @@ True
 from __future__ import annotations
 
 import ctypes
-from functools import lru_cache, partial
+from functools import lru_cache
 
 import numpy as np
 
@@ -81,15 +81,28 @@ class Batch:
 
 @lru_cache(maxsize=1)
 def _loop():
-    """The compiled loop over ``dnnl_primitive_execute`` (:mod:`.onednn_batch_loop`) bound
-    to its address in this process, or ``None`` without Numba."""
+    """The compiled loop over ``dnnl_primitive_execute``, or ``None`` without Numba.
+    Compiled once a process (the function's address is part of the code, so it is
+    not cached on disk)."""
     from .numba_kernels import available
     if available() is not None:
         return None
-    from .onednn_batch_loop import run
+    from numba import njit
+
     from .onednn_conv import _library
     address = ctypes.cast(_library().dll.dnnl_primitive_execute, ctypes.c_void_p).value
-    return partial(run, np.uint64(address))
+    execute = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int,
+                               ctypes.c_uint64)(address)
+
+    @njit(nogil=True)
+    def run(handles, stream, args, status):
+        for i in range(handles.size):
+            code = execute(handles[i], stream, 5, args[i])
+            if code != 0:
+                status[0], status[1] = i, code
+                return True
+        return False
+    return run
 
 
 __all__ = ["Batch", "MIN_BATCH", "batched"]
