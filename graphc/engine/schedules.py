@@ -95,16 +95,13 @@ class SerialRunner:
     workers = 1
 
     def __init__(self, graph, live, plan, program, workers=None):
-        self._batched = (None, None)     # a kernel list and its batched form
+        pass
 
     def __call__(self, indices, kernels, around=None, interrupts=None) -> None:
-        """Call ``kernels`` (those of steps ``indices``), consecutive oneDNN
-        convolutions as one batch (:mod:`.onednn_batch`). ``around``, if given, is a
+        """Call ``kernels`` (those of steps ``indices``). ``around``, if given, is a
         context factory every kernel runs inside (on whichever thread runs it);
         ``interrupts`` (an :class:`~.interrupts.InterruptGuard`) is checked
-        before each kernel or batch, so an interrupt stops the run between two."""
-        if around is None:
-            kernels = self._batches(kernels)
+        before each kernel, so an interrupt stops the run between two of them."""
         with around() if around is not None else nullcontext():
             if interrupts is None:
                 for kernel in kernels:
@@ -114,16 +111,6 @@ class SerialRunner:
                     if interrupts.raised is not None:
                         interrupts.check()
                     kernel()
-
-
-    def _batches(self, kernels: list) -> list:
-        """``kernels`` batched, cached for the list a steady run is given again."""
-        seen, made = self._batched
-        if seen is not kernels:
-            from .onednn_batch import batched
-            made = batched(kernels)
-            self._batched = (kernels, made)
-        return made
 
 
 class ParallelRunner:
