@@ -192,13 +192,17 @@ def roi_align(op, ins, out, ctx):
     def roi_align():
         out.fill(0)
         for r, b, ys, xs, count in _boxes(op, boxes, batch_index, out_hw, in_hw, len(x)):
-            if op["mode"] == "avg":
-                _average(x[b], ys, xs, count, out_hw, out[r])
-                continue
-            for ph in range(out_hw[0]):
-                per_bin, _, _ = _max_bins(x[b], ys, xs, ph, out_hw[1])
-                out[r, :, ph] = per_bin.max(axis=-1)
+            _pooled(op["mode"], x[b], ys, xs, count, out_hw, out[r])
     return roi_align
+
+
+def _pooled(mode, image, ys, xs, count, out_hw, target) -> None:
+    """One box's bins into ``target`` (C, OH, OW), in ``mode``."""
+    if mode == "avg":
+        _average(image, ys, xs, count, out_hw, target)
+        return
+    for ph in range(out_hw[0]):
+        target[:, ph] = _max_bins(image, ys, xs, ph, out_hw[1])[0].max(axis=-1)
 
 
 def roi_align_levels(op, ins, out, ctx):
@@ -220,14 +224,8 @@ def roi_align_levels(op, ins, out, ctx):
             level = int(levels[r])
             x, level_op = features[level], per_level[level]
             ys, xs, count = roi_geometry(level_op, boxes[r], out_hw, tuple(x.shape[2:]))
-            if ys.grid <= 0 or xs.grid <= 0:
-                continue
-            image = x[int(batch_index[r])]
-            if op["mode"] == "avg":
-                _average(image, ys, xs, count, out_hw, out[r])
-                continue
-            for ph in range(out_hw[0]):
-                out[r, :, ph] = _max_bins(image, ys, xs, ph, out_hw[1])[0].max(axis=-1)
+            if ys.grid > 0 and xs.grid > 0:
+                _pooled(op["mode"], x[int(batch_index[r])], ys, xs, count, out_hw, out[r])
     return roi_align_levels
 
 

@@ -1,8 +1,8 @@
 """The data-dependent stages of Mask R-CNN, written once against a namespace and given
 static shapes: anchors (constants), the proposal layer (top-k, box decoding, NMS to a
 fixed number of padded proposals), the feature pyramid's RoIAlign (each box from its
-own level) and the detection layer (per-class NMS,
-then the best ``detections`` of all classes, padded, with a count).
+own level) and the detection layer (per-class NMS, then the best ``detections`` of all
+classes, padded, with a count).
 
 Boxes are (x1, y1, x2, y2) in input pixels, as torchvision's; a padded row is all
 zeros and flagged invalid.
