@@ -133,6 +133,31 @@ def test_exp_float32_dense_sweep():
     assert _ulps(_generated("exp", x), _rounded_exp(x)).max() <= 1
 
 
+def test_exp_of_nonpositive_values_gives_the_general_exp_s_bits():
+    """``graphc_exp_nonpositive_f32`` (a softmax's shifted values) against
+    ``graphc_exp_f32`` on every 97th float32 from -0 to -110 and the special values:
+    the same bits, NaN where it is NaN."""
+    from numba import njit
+
+    from graphc.engine.numba_prelude import graphc_exp_f32, graphc_exp_nonpositive_f32
+
+    @njit
+    def both(x, general, nonpositive):
+        for i in range(x.size):
+            general[i] = graphc_exp_f32(x[i])
+            nonpositive[i] = graphc_exp_nonpositive_f32(x[i])
+    down = -np.arange(0, np.float32(110).view(np.int32), 97, dtype=np.int32).view(np.float32)
+    special = np.array([v for v in EXP_SPECIAL if not v > 0], np.float32)
+    x = np.concatenate([down, special])
+    general, nonpositive = np.empty_like(x), np.empty_like(x)
+    both(x, general, nonpositive)
+    assert np.array_equal(np.isnan(general), np.isnan(x))
+    np.testing.assert_array_equal(nonpositive.view(np.int32)[~np.isnan(x)],
+                                  general.view(np.int32)[~np.isnan(x)])
+    assert np.isnan(nonpositive[np.isnan(x)]).all()
+    assert _ulps(general, _rounded_exp(x)).max() <= 1
+
+
 def test_exp_float64_is_the_c_library_s():
     x = np.array([v for v in EXP_SPECIAL if not math.isnan(v)] + [700.0, -740.0, 0.3],
                  np.float64)
