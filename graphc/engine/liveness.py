@@ -7,7 +7,8 @@ Variables and constants are not planned (they own their memory).
 
 *Views* (NumPy's free slices): a slice, transpose, broadcast or flip every reader
 of which reads strided memory (``KINDS[kind].reads_strided``), or a reshape of
-contiguous memory, that is no output, update value or kept value, is a view of its
+contiguous memory (of strided memory where NumPy's reshape is a view, for such readers:
+:mod:`.view_layout`), that is no output, update value or kept value, is a view of its
 parent's memory (:data:`.program.VIEW_OF`): no planned bytes, no kernel. Its
 *root* (the first value up its chain of views that is not one: a computed value,
 a variable or a constant) stays live until the view's last reader; nothing
@@ -30,6 +31,7 @@ from ..type.kinds import KINDS, MIN_INPLACE_SIZE, is_leaf
 from .strategy import fused_overwritable, may_overwrite, stream_chunk, streams_over_addend
 from .concurrency import Concurrency
 from .program import VIEW_OF
+from .view_layout import layout, nocopy_strides
 
 @dataclass
 class Liveness:
@@ -129,30 +131,47 @@ def view_roots(graph, steps, kept=frozenset(), kinds=None) -> dict:
                 or (kinds is not None and n.op.kind not in kinds)):
             continue
         parent = n.parents[0]
+        strided_readers = all(KINDS[r.op.kind].reads_strided for r in readers.get(id(n), ()))
         if n.op.kind == "reshape":
-            # a reshape of strided memory would copy; a constant may be any array. Of a
-            # variable it stays a copy for now: a test pins that its step is not elided
-            if _strided(parent, roots) or parent.op.kind == "var":
+            # of a variable it stays a copy for now (a test pins that its step is not
+            # elided); of strided memory it is a view where NumPy's would be one
+            # (:mod:`.view_layout`), for readers of strided memory, of no variable's
+            # (whose array a run may bind to any layout)
+            if parent.op.kind == "var" or (_strided(parent, roots) and not (
+                    strided_readers and _strided_reshape_views(n, parent, roots))):
                 continue
-        elif not all(KINDS[r.op.kind].reads_strided for r in readers.get(id(n), ())):
+        elif not strided_readers:
             continue
         roots[id(n)] = roots.get(id(parent), parent)
     return roots
 
 
+def _strided_reshape_views(node, parent, views) -> bool:
+    """Whether the reshape ``node`` of the strided view or constant ``parent`` reads its
+    bytes without a copy, the chain of views rooted at no variable."""
+    root = views.get(id(parent), parent)
+    if root.op.kind == "var" or (root.op.kind == "const" and root.value is None):
+        return False
+    shape, strides = layout(parent, views, VIEW_OF)
+    return nocopy_strides(shape, strides, node.shape) is not None
+
+
 def _strided(node, views) -> bool:
-    """Whether ``node``'s value may be strided memory: a view (a reshape view is of
-    contiguous memory), or a constant that is."""
+    """Whether ``node``'s value may be strided memory: a view (a reshape view only
+    where its parent is), or a constant that is."""
     if id(node) in views:
-        return node.op.kind != "reshape"
+        return node.op.kind != "reshape" or _strided(node.parents[0], views)
     return node.op.kind == "const" and not node.value.flags.c_contiguous
 
 
 def _same_bytes(node, views):
     """The value whose bytes ``node`` is, element for element in the same order:
-    the root of a reshape view (only ever of a value that is no view), else
-    ``node``. Writing over one in place is writing over the other."""
-    return views[id(node)] if id(node) in views and node.op.kind == "reshape" else node
+    the root of a reshape view of contiguous memory (of a value that is no view, or
+    of such a view), else ``node``. Writing over one in place is writing over the
+    other."""
+    if id(node) in views and node.op.kind == "reshape" and not _strided(node, views):
+        return views[id(node)]
+    return node
 
 
 def _streams_strided(node, views) -> bool:
@@ -311,8 +330,7 @@ def analyse(graph, keep=(), concurrent: bool = False, views=False) -> Liveness:
             continue  # it writes into its variable (not over a parent), or computes nothing
         # a parent read through a reshape view is overwritten through it too; one
         # read through any other view (a slice, a flip...) is not overwritten at all
-        strided = {id(roots[id(q)]) for q in n.parents
-                   if id(q) in roots and q.op.kind != "reshape"}
+        strided = {id(roots[id(q)]) for q in n.parents if id(q) in roots and _strided(q, roots)}
         allowed = []
         for pos, p in enumerate(n.parents):
             t = _same_bytes(p, roots)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..shape.indexing import decode_basic
+from .view_layout import reshaped
 
 #: kind -> ``(op, parent's array, node) -> the node's value as a view of that array``:
 #: the kinds liveness may make views (NumPy's and CuPy's arrays both have these views)
@@ -34,8 +35,9 @@ VIEW_OF = {
     "transpose": lambda op, x, node: x.transpose(op["axes"]),
     "broadcast_to": lambda op, x, node: np.broadcast_to(x, node.shape),
     "flip": lambda op, x, node: np.flip(x, op["axis"]),
-    # only of contiguous memory (liveness checks), where a reshape never copies
-    "reshape": lambda op, x, node: x.reshape(node.shape),
+    # of contiguous memory, or of strided memory where it needs no copy (liveness
+    # checks, and :func:`.view_layout.reshaped` refuses a copy)
+    "reshape": lambda op, x, node: reshaped(x, node.shape),
 }
 
 
