@@ -29,6 +29,7 @@ from .fuse_epilogue import FUSE_EPILOGUE
 from .fuse_reduce import FUSE_REDUCE
 from .fuse_softmax import FUSE_SOFTMAX
 from .fusion import ADAGRAD, FMA, FUSE_ELEMENTWISE, MATMUL_TRANSPOSE
+from .grow_concat import GROW_CONCAT
 from .invariants import InvariantError, check_invariants
 from .lowering import LOWERING, LOWERING_FOR_KERNELS
 from .rewriter import STAGES, Pass, rewrite
@@ -39,8 +40,8 @@ CSE = Pass("cse", merge=True, produces=frozenset(),
 
 #: pass names in pipeline order; "fold" is made per call (it needs an evaluator)
 PIPELINE = ("cse", "fold", "simplify", "drop_expansions", "fast_math", "lowering",
-            "channels_last", "matmul_transpose", "adagrad", "fma", "fuse_elementwise",
-            "fuse_softmax", "fuse_reduce", "fuse_epilogue")
+            "channels_last", "matmul_transpose", "adagrad", "fma", "grow_concat",
+            "fuse_elementwise", "fuse_softmax", "fuse_reduce", "fuse_epilogue")
 #: the passes by name, but "fold" (made per call around an evaluator)
 STATIC_PASSES = {p.name: p for p in (CSE, SIMPLIFY, EXPANSIONS, FAST_MATH, LOWERING,
                                      MATMUL_TRANSPOSE, ADAGRAD, FMA, FUSE_ELEMENTWISE)}
@@ -52,6 +53,7 @@ DEFAULT = tuple(n for n in PIPELINE if n != "fast_math")
 KERNEL_PASSES = {"numpy": {}, "generated": {"fuse_reduce": FUSE_REDUCE,
                                             "fuse_softmax": FUSE_SOFTMAX,
                                             "channels_last": CHANNELS_LAST,
+                                            "grow_concat": GROW_CONCAT,
                                             "fuse_epilogue": FUSE_EPILOGUE},
                  "device": {"fuse_reduce": FUSE_REDUCE}}
 
@@ -214,7 +216,13 @@ def _run_stage(roots, stage, passes, check, max_rounds):
                     return result
             return None
 
-        new_roots, changes = rewrite(roots, every_pass, merge=merger is not None)
+        whole = roots
+        for pass_ in active:
+            if pass_.graph_function is not None:
+                whole, made = pass_.graph_function(whole)
+                hits[pass_.name] += made
+        new_roots, changes = rewrite(whole, every_pass, merge=merger is not None)
+        changes += sum(hits[p.name] for p in active if p.graph_function is not None)
         if not changes:
             break
         if merger is not None:  # what the rules did not do, merging did

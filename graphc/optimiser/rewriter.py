@@ -58,7 +58,9 @@ STAGES = ("rewrite", "fuse", "epilogue")
 @dataclass
 class Pass:
     """A named rewrite pass: ``rules`` indexed by root kind, or ``function``
-    (node, ctx) -> replacement or None; ``merge`` also merges equal nodes.
+    (node, ctx) -> replacement or None; ``merge`` also merges equal nodes;
+    ``graph_function`` (roots -> ``(new roots, changes)``) rewrites the whole graph
+    at once, for facts no single node holds (run before each round's traversal).
 
     Its schedule is data: ``stage`` (one of :data:`STAGES`); ``matches``, the
     kinds at whose nodes it may change the graph (``None``: those its rules'
@@ -80,6 +82,7 @@ class Pass:
     rules: Sequence[Rule] = ()
     function: Optional[Callable] = None
     merge: bool = False
+    graph_function: Optional[Callable] = None
     doc: str = ""
     stage: str = STAGES[0]
     matches: Union[None, frozenset, Callable[[str], bool]] = None
