@@ -15,9 +15,9 @@ This needs every concatenation of a chain at once, which no single node holds: i
 whole-graph pass (:attr:`~.rewriter.Pass.graph_function`).
 
 >>> import graphc.ndarray as N
->>> x = N.var("x", (1, 4, 4, 8))
+>>> x = N.var("x", (1, 32, 32, 16))
 >>> f1 = N.exp(x); a = N.concatenate([x, f1], axis=3)
->>> f2 = N.sin(a[..., :8]); b = N.concatenate([x, f1, f2], axis=3)
+>>> f2 = N.sin(a[..., :16]); b = N.concatenate([x, f1, f2], axis=3)
 >>> (y,), changes = grown_concatenations([N.sum(a) + N.sum(b)])
 >>> changes, sorted({n.op.kind for n in topological_order([y])} & {"concatenate", "scatter"})
 (2, ['scatter'])
