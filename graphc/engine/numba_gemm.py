@@ -400,11 +400,16 @@ def _address(array) -> int:
 
 
 def _matrix_vector(a, b, out, threaded: bool):
-    """A matrix-vector product on oneDNN where its convolutions run
+    """A matrix-vector product over ``(N, K)`` rows as generated loops
+    (:mod:`.numba_gemv`), else on oneDNN where its convolutions run
     (:mod:`.onednn_gemv`: then no BLAS pool of its own wakes during a run), else
     ``None`` (NumPy's call, BLAS's GEMV)."""
     if a.ndim < 2 or b.ndim < 2 or (a.shape[-2] != 1 and b.shape[-1] != 1):
         return None
+    from .numba_gemv import rows_kernel
+    rows = rows_kernel(a, b, out, threaded)
+    if rows is not None:
+        return rows
     from .onednn_gemv import gemv_kernel
     threads = 1
     if threaded:
