@@ -114,3 +114,22 @@ def test_a_member_read_after_the_buffer_grows_keeps_its_values():
     np.testing.assert_array_equal(got_out, _numpy_block(X, 3, 32, 3) * 2.0)
     np.testing.assert_array_equal(got_first, X * 3.0)
     assert "concatenate" not in g.stats()["ops"]
+
+
+def test_a_longer_concatenation_computed_first_starts_no_chain_out_of_order():
+    """``concatenate([x, a, b])`` may come before ``concatenate([x, a])`` in the graph's
+    order (nothing orders them): the buffer only grows forward, so that pair stays."""
+    x = N.var("x", (1, 64, 32, 32))
+    a, b = N.exp(x), N.sin(x)
+    longer = N.concatenate([x, a, b], axis=1)
+    shorter = N.concatenate([x, a], axis=1)
+    roots = [N.sum(longer), N.sum(shorter)]
+    order = topological_order(roots)
+    new_roots, changes = grown_concatenations(roots)
+    rank = {id(n): i for i, n in enumerate(order)}
+    assert changes == (2 if rank[id(shorter)] < rank[id(longer)] else 0)
+    g = graphc.compile([x], roots, kernels="generated", check=True)
+    X = np.random.default_rng(2).standard_normal((1, 64, 32, 32)).astype(np.float32) * 0.1
+    plain = graphc.compile([x], roots, kernels="generated", check=True, optimise=WITHOUT)
+    for got, want in zip(g.run(x=X), plain.run(x=X)):
+        np.testing.assert_array_equal(got, want)

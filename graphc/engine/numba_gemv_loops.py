@@ -3,7 +3,8 @@ imports Numba): ``out[j] = sum_i x[i] * w[j, i]`` over the rows ``w[j]``, in flo
 lanes (``reassoc``: the row's sum taken in vector lanes, as BLAS takes it).
 
 >>> import numpy as np
->>> x, w, out = np.ones(3, np.float32), np.arange(6, dtype=np.float32).reshape(2, 3), np.empty(2, np.float32)
+>>> x, w = np.ones(3, np.float32), np.arange(6, dtype=np.float32).reshape(2, 3)
+>>> out = np.empty(2, np.float32)
 >>> serial(x, w, out); out.tolist()
 [3.0, 12.0]
 """

@@ -37,7 +37,9 @@ MIN_BYTES = 64 << 10
 
 def _chains(order) -> list:
     """The chains of concatenations (each a list, shortest first) along one axis, of
-    one dtype, each taking the parts of the one before it plus more."""
+    one dtype, each taking the parts of the one before it plus more and coming after
+    it in ``order`` (the buffer grows as the graph runs)."""
+    position = {id(n): i for i, n in enumerate(order)}
     groups: dict = {}
     for node in order:
         if node.op.kind == "concatenate" and len(node.parents) >= 1:
@@ -49,7 +51,7 @@ def _chains(order) -> list:
         chain = [members[0]]
         for node in members[1:]:
             last = chain[-1]
-            if (len(node.parents) > len(last.parents)
+            if (len(node.parents) > len(last.parents) and position[id(node)] > position[id(last)]
                     and all(a is b for a, b in zip(node.parents, last.parents))):
                 chain.append(node)
         if len(chain) >= MIN_CHAIN and chain[-1].nbytes >= MIN_BYTES:
