@@ -7,7 +7,7 @@ that is one dot product of ``K`` contiguous cells per output: a stream over the 
 weight, bound by memory. oneDNN's ``dnnl_sgemm`` (:mod:`.onednn_gemv`) takes it in 36 us
 when the 5 MB of a 1280 x 1000 classifier are in cache, but 190-270 us when a run's
 convolutions have pushed them out; these loops, each thread streaming its own rows,
-take 36 and 130-160 (MnasNet-0.5 1.72 -> 1.66 ms, MobileNetV2 4.30 -> 4.18, fresh-process
+take 36 and 130-160 (MnasNet-0.5 1.72 -> 1.60 ms, MobileNetV2 4.30 -> 4.18, fresh-process
 A/B). The sums run in float32 vector lanes, as BLAS's do: the bits may differ from
 NumPy's (BLAS's) in the last places.
 

@@ -92,7 +92,7 @@ def softmax_source(dtype, in_place: bool = False) -> str:
     # most 16 terms: within 21 ulp of the exact sum, 14% of the softmax's time to spare
     # against float64), a longer one in float64
     sums = ([("float32", f"if n <= {SHORT_ROW}:"), ("float64", "else:")] if suffix == "f32"
-            else [(spelled, "if True:")])
+            else [(spelled, None)])
     for name, loop in (("serial", "range"), ("parallel", "prange")):
         # reassoc lets the sum run in vector lanes; it is the only reordered arithmetic
         # (each helper keeps its own flags when inlined)
@@ -111,14 +111,14 @@ def softmax_source(dtype, in_place: bool = False) -> str:
                   "            m = graphc_maxnum(m, row[j])",
                   "        total = 0.0"]
         for accumulator, branch in sums:     # a variable per type: Numba types each once
-            part = f"part_{accumulator}"
-            lines += [f"        {branch}",
-                      f"            {part} = {accumulator}(0.0)",
-                      "            for j in range(n):",
-                      f"                e = {exp}(row[j] - m)",
-                      "                dst[j] = e",
-                      f"                {part} += e",
-                      f"            total = float64({part})"]
+            part, pad = f"part_{accumulator}", " " * (12 if branch else 8)
+            lines += ([f"        {branch}"] if branch else []) + [
+                f"{pad}{part} = {accumulator}(0.0)",
+                f"{pad}for j in range(n):",
+                f"{pad}    e = {exp}(row[j] - m)",
+                f"{pad}    dst[j] = e",
+                f"{pad}    {part} += e",
+                f"{pad}total = float64({part})"]
         # one rounding of the reciprocal, one of each product: within 1.5 ulp of the
         # quotient
         lines += [f"        s = {spelled}(1.0 / total)",
